@@ -1,0 +1,343 @@
+package provision
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	udiff "github.com/aymanbagabas/go-udiff"
+)
+
+// File is a step that owns one regular file on the target system. Its bytes
+// come either from Content or from a file on the installer's host
+// (SourcePath, streamed: a source may be hundreds of megabytes).
+//
+// Ownership rules: an absent file is created; a file the receipt records
+// with the same bytes is ours and may be updated; a recorded file whose
+// bytes changed was edited by someone and is a conflict (--force keeps the
+// old bytes under /var/lib/cco/backups and replaces it); a file that was
+// never recorded is foreign and is never overwritten.
+type File struct {
+	StepID   string
+	StepName string
+	Path     string // target-system absolute path
+	Mode     fs.FileMode
+	UID, GID int
+
+	Content    []byte
+	SourcePath string // host path; used when Content is nil
+
+	// KeepExisting makes the step install the file only when it is absent:
+	// an existing file, foreign or ours but edited, is the operator's and is
+	// left as it is (sandbox.toml).
+	KeepExisting bool
+	// Describe, when set, names what a foreign file at Path is (an npm
+	// install, a vendor's installer), for the conflict message.
+	Describe func(run *Run, fi fs.FileInfo) string
+	// Fix overrides the default advice for a foreign file.
+	Fix string
+	// DependsOn lists step ids this step needs.
+	DependsOn []string
+}
+
+func (f *File) ID() string        { return f.StepID }
+func (f *File) Name() string      { return f.StepName }
+func (f *File) Needs() []string   { return f.DependsOn }
+func (f *File) paths() []string   { return []string{f.Path} }
+func (f *File) mode() fs.FileMode { return f.Mode.Perm() }
+
+// fileData is what Check learned for Apply.
+type fileData struct {
+	desiredSum string
+	backup     bool
+}
+
+func (f *File) Check(run *Run) (Check, error) {
+	c := Check{Paths: f.paths()}
+	fi, err := run.Root.Lstat(f.Path)
+	entry := run.Receipt.Paths[f.Path]
+	if errors.Is(err, fs.ErrNotExist) {
+		sum, size, err := f.desired(run, nil)
+		if err != nil {
+			return c, err
+		}
+		c.State, c.Detail, c.Data = ToDo, fmt.Sprintf("create %s (%d bytes, mode %04o)", f.Path, size, f.mode()), &fileData{desiredSum: sum}
+		if run.Diff {
+			c.Diff = f.diff(run, nil)
+		}
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	if entry == nil || entry.Kind != KindFile {
+		if f.KeepExisting {
+			c.State, c.Detail = Done, fmt.Sprintf("%s exists and is not cco's: left as it is", f.Path)
+			return c, nil
+		}
+		what := DescribeForeign(run, f.Path, fi)
+		if f.Describe != nil {
+			if d := f.Describe(run, fi); d != "" {
+				what = d
+			}
+		}
+		c.State, c.Detail = Conflict, fmt.Sprintf("%s is %s, not written by cco: left as it is", f.Path, what)
+		c.Fix = f.Fix
+		if c.Fix == "" {
+			c.Fix = fmt.Sprintf("move it away (or remove it), then run cco-install again")
+		}
+		return c, nil
+	}
+	if !fi.Mode().IsRegular() {
+		c.State, c.Detail, c.Forceable = Conflict, fmt.Sprintf("%s was cco's file and is now %s", f.Path, DescribeForeign(run, f.Path, fi)), true
+		c.Fix = "--force replaces it and keeps what is there under " + StateDir + "/backups"
+		c.Data = &fileData{backup: true}
+		return c, nil
+	}
+	current := entry.SHA256
+	if !entry.StatMatches(fi) {
+		if current, err = HashFile(run.Root, f.Path); err != nil {
+			return c, err
+		}
+		if current == entry.SHA256 {
+			// Same bytes, new stat (touched, copied back): refresh the stamp so
+			// the next run is fast again. Only an apply saves it.
+			entry.Stamp(fi)
+		}
+	}
+	if current != entry.SHA256 {
+		if f.KeepExisting {
+			c.State, c.Detail = Done, fmt.Sprintf("%s was edited after cco wrote it: left as it is", f.Path)
+			return c, nil
+		}
+		c.State, c.Forceable = Conflict, true
+		c.Detail = fmt.Sprintf("%s was edited after cco wrote it (sha256 %s, cco wrote %s): left as it is", f.Path, short(current), short(entry.SHA256))
+		c.Fix = "undo the edit, or pass --force to replace it (the edited bytes are kept under " + StateDir + "/backups)"
+		c.Data = &fileData{backup: true}
+		if run.Diff {
+			c.Diff = f.diff(run, fi)
+		}
+		return c, nil
+	}
+	sum, _, err := f.desired(run, entry)
+	if err != nil {
+		return c, err
+	}
+	wantMode := fmt.Sprintf("%04o", uint32(f.mode()))
+	switch {
+	case sum != current:
+		c.State, c.Detail = ToDo, fmt.Sprintf("update %s (sha256 %s -> %s)", f.Path, short(current), short(sum))
+		if run.Diff {
+			c.Diff = f.diff(run, fi)
+		}
+	case entry.Mode != wantMode || (f.UID >= 0 && entry.UID != f.UID) || (f.GID >= 0 && entry.GID != f.GID):
+		c.State, c.Detail = ToDo, fmt.Sprintf("set %s to mode %s owner %d:%d (is %s %d:%d)", f.Path, wantMode, f.UID, f.GID, entry.Mode, entry.UID, entry.GID)
+	default:
+		c.State, c.Detail = Done, f.Path+" is up to date"
+		return c, nil
+	}
+	c.Data = &fileData{desiredSum: sum}
+	return c, nil
+}
+
+// desired returns the sha256 and size of the bytes the step wants. For a
+// host source whose stat matches the one recorded when cco last copied it,
+// the recorded hash is used: a no-op run reads no large file.
+func (f *File) desired(run *Run, entry *Entry) (string, int64, error) {
+	if f.Content != nil {
+		s := sha256.Sum256(f.Content)
+		return hex.EncodeToString(s[:]), int64(len(f.Content)), nil
+	}
+	fi, err := os.Stat(f.SourcePath)
+	if err != nil {
+		return "", 0, fmt.Errorf("source %s: %w", f.SourcePath, err)
+	}
+	if entry != nil && entry.Source != nil && *entry.Source == *StampSource(f.SourcePath, fi) {
+		return entry.SHA256, entry.Size, nil
+	}
+	src, err := os.Open(f.SourcePath)
+	if err != nil {
+		return "", 0, fmt.Errorf("source %s: %w", f.SourcePath, err)
+	}
+	defer src.Close()
+	sum, n, err := HashReader(src)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading %s: %w", f.SourcePath, err)
+	}
+	return sum, n, nil
+}
+
+func (f *File) open() (io.ReadCloser, *SourceStamp, error) {
+	if f.Content != nil {
+		return io.NopCloser(bytes.NewReader(f.Content)), nil, nil
+	}
+	src, err := os.Open(f.SourcePath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("source %s: %w", f.SourcePath, err)
+	}
+	fi, err := src.Stat()
+	if err != nil {
+		src.Close()
+		return nil, nil, err
+	}
+	return src, StampSource(f.SourcePath, fi), nil
+}
+
+func (f *File) Apply(run *Run, c Check) (string, error) {
+	d, _ := c.Data.(*fileData)
+	detail := c.Detail
+	if d != nil && d.backup {
+		where, err := run.Backup(f.Path)
+		if err != nil {
+			return "", err
+		}
+		detail = fmt.Sprintf("replaced %s; the old bytes are at %s", f.Path, where)
+	} else if strings.HasPrefix(detail, "create ") {
+		detail = "created" + strings.TrimPrefix(detail, "create")
+	} else if strings.HasPrefix(detail, "update ") {
+		detail = "updated" + strings.TrimPrefix(detail, "update")
+	}
+	src, stamp, err := f.open()
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	if err := run.MkdirAll(path.Dir(f.Path), 0o755, f.ID()); err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if err := run.Root.WriteFile(f.Path, io.TeeReader(src, h), f.mode(), f.UID, f.GID); err != nil {
+		return "", err
+	}
+	if err := run.Record(f.Path, KindFile, hex.EncodeToString(h.Sum(nil)), f.ID()); err != nil {
+		return "", err
+	}
+	run.Receipt.Paths[f.Path].Source = stamp
+	return detail, nil
+}
+
+// Record stamps an owned path into the receipt from what is now on disk.
+func (run *Run) Record(target, kind, sum, step string) error {
+	fi, err := run.Root.Lstat(target)
+	if err != nil {
+		return err
+	}
+	e := &Entry{Kind: kind, SHA256: sum, Step: step, Version: Version}
+	if kind == KindLink {
+		if e.Target, err = run.Root.Readlink(target); err != nil {
+			return err
+		}
+	}
+	e.Stamp(fi)
+	run.Receipt.Paths[clean(target)] = e
+	return nil
+}
+
+// MkdirAll creates a directory and records the ones it created.
+func (run *Run) MkdirAll(dir string, mode fs.FileMode, step string) error {
+	created, err := run.Root.MkdirAll(dir, mode, SystemUID(), SystemGID())
+	for _, d := range created {
+		if run.Receipt.Dirs == nil {
+			run.Receipt.Dirs = map[string]DirRecord{}
+		}
+		run.Receipt.Dirs[d] = DirRecord{Step: step}
+	}
+	return err
+}
+
+// Backup moves target into this run's backups directory and returns where.
+func (run *Run) Backup(target string) (string, error) {
+	dst := run.BackupDir() + clean(target)
+	if err := run.MkdirAll(path.Dir(dst), 0o700, "backups"); err != nil {
+		return "", err
+	}
+	if err := run.Root.Rename(target, dst); err != nil {
+		return "", fmt.Errorf("keeping a backup of %s: %w", target, err)
+	}
+	return dst, nil
+}
+
+func (f *File) diff(run *Run, fi fs.FileInfo) string {
+	var old []byte
+	if fi != nil {
+		if fi.Size() > 1<<20 {
+			return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.Path, f.Path)
+		}
+		b, err := run.Root.ReadFile(f.Path)
+		if err != nil {
+			return ""
+		}
+		old = b
+	}
+	var new []byte
+	if f.Content != nil {
+		new = f.Content
+	} else if st, err := os.Stat(f.SourcePath); err == nil && st.Size() <= 1<<20 {
+		new, _ = os.ReadFile(f.SourcePath)
+	} else {
+		return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.Path, f.Path)
+	}
+	if !isText(old) || !isText(new) {
+		return fmt.Sprintf("--- %s\n+++ %s\n(binary file: not shown)\n", f.Path, f.Path)
+	}
+	oldLabel := f.Path
+	if fi == nil {
+		oldLabel = "/dev/null"
+	}
+	return udiff.Unified(oldLabel, f.Path, string(old), string(new))
+}
+
+func isText(b []byte) bool {
+	return utf8.Valid(b) && !bytes.ContainsRune(b, 0)
+}
+
+func short(sum string) string {
+	if len(sum) > 12 {
+		return sum[:12]
+	}
+	return sum
+}
+
+// DescribeForeign names what a path that cco does not own is, as precisely
+// as the file itself tells: operators must know what they are asked to move.
+func DescribeForeign(run *Run, target string, fi fs.FileInfo) string {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		l, _ := run.Root.Readlink(target)
+		switch {
+		case strings.Contains(l, "node_modules"):
+			return fmt.Sprintf("a symlink to %s (an npm global install)", l)
+		case strings.Contains(l, ".local/share/claude"):
+			return fmt.Sprintf("a symlink to %s (Claude Code's native installer)", l)
+		case strings.Contains(l, "packages/standalone"):
+			return fmt.Sprintf("a symlink to %s (Codex's standalone installer)", l)
+		}
+		return fmt.Sprintf("a symlink to %s", l)
+	case fi.IsDir():
+		return "a directory"
+	case fi.Mode().IsRegular():
+		if f, err := run.Root.Open(target); err == nil {
+			head := make([]byte, 256)
+			n, _ := io.ReadFull(f, head)
+			f.Close()
+			head = head[:n]
+			if bytes.HasPrefix(head, []byte("#!")) {
+				line, _, _ := bytes.Cut(head, []byte("\n"))
+				if bytes.Contains(head, []byte("claude-sandbox")) {
+					return "a script (" + string(line) + ") from the bash claude-sandbox"
+				}
+				return "a script (" + string(line) + ")"
+			}
+		}
+		return fmt.Sprintf("a file of %d bytes", fi.Size())
+	}
+	return "a " + fi.Mode().Type().String() + " file"
+}

@@ -1,0 +1,218 @@
+package provision
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"syscall"
+)
+
+// ReceiptPath is where the receipt lives on the target system.
+const ReceiptPath = "/var/lib/cco/receipt.json"
+
+// StateDir holds the receipt, the lock, backups and relocated vendor files.
+const StateDir = "/var/lib/cco"
+
+// ReceiptSchema is the receipt's format version. Later capabilities extend the
+// schema with new optional fields; they do not replace it.
+const ReceiptSchema = 1
+
+// Kinds of owned paths.
+const (
+	KindFile = "file"
+	KindLink = "link"
+	KindDir  = "dir"
+)
+
+// Receipt records what cco owns on the target system: "we wrote these exact
+// bytes". A recorded file whose bytes differ was edited by someone; a file
+// that was never recorded is foreign. Uninstall undoes exactly what it says.
+type Receipt struct {
+	Schema int `json:"schema"`
+	// Paths is keyed by target-system absolute path (never prefixed by --root).
+	Paths map[string]*Entry `json:"paths"`
+	// Relocations are vendor files moved out of the shadow's way.
+	Relocations []Relocation `json:"relocations,omitempty"`
+	// Dirs are directories a step created (so uninstall removes only those).
+	Dirs map[string]DirRecord `json:"dirs,omitempty"`
+	// Extra is room for later capabilities' state, keyed by step id.
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// Entry is one owned path.
+type Entry struct {
+	Kind   string `json:"kind"`
+	SHA256 string `json:"sha256,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	Mode   string `json:"mode"` // octal permission bits, e.g. "0755"
+	UID    int    `json:"uid"`
+	GID    int    `json:"gid"`
+	Target string `json:"target,omitempty"` // a link's target
+	// Inode, MtimeNS and CtimeNS let a no-op run trust SHA256 without reading
+	// the file: any write or chmod changes ctime, which no one can set back.
+	Inode   uint64 `json:"inode,omitempty"`
+	MtimeNS int64  `json:"mtime_ns,omitempty"`
+	CtimeNS int64  `json:"ctime_ns,omitempty"`
+	Step    string `json:"step"`
+	Version string `json:"cco_version"`
+	// Source identifies the file the bytes were copied from (its path and
+	// stat), so that an unchanged source need not be re-hashed either.
+	Source *SourceStamp `json:"source,omitempty"`
+}
+
+// SourceStamp is the identity of a file on the installer's host.
+type SourceStamp struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	Inode   uint64 `json:"inode"`
+	MtimeNS int64  `json:"mtime_ns"`
+	CtimeNS int64  `json:"ctime_ns"`
+}
+
+// Relocation records a file moved out of the way, so it can be put back.
+type Relocation struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Step   string `json:"step"`
+	Kind   string `json:"kind"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// DirRecord is a directory a step created.
+type DirRecord struct {
+	Step string `json:"step"`
+}
+
+// NewReceipt is an empty receipt.
+func NewReceipt() *Receipt {
+	return &Receipt{Schema: ReceiptSchema, Paths: map[string]*Entry{}}
+}
+
+// LoadReceipt reads the receipt from root; a missing receipt is an empty one.
+func LoadReceipt(r *Root) (*Receipt, []byte, error) {
+	b, err := r.ReadFile(ReceiptPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return NewReceipt(), nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the receipt: %w", err)
+	}
+	rc := NewReceipt()
+	if err := json.Unmarshal(b, rc); err != nil {
+		return nil, nil, fmt.Errorf("the receipt %s does not parse (%v): restore it from a backup, or move it away to start over (cco then treats its files as foreign)", r.HostPath(ReceiptPath), err)
+	}
+	if rc.Schema != ReceiptSchema {
+		return nil, nil, fmt.Errorf("the receipt %s has schema %d; this cco reads schema %d: use a newer cco-install", r.HostPath(ReceiptPath), rc.Schema, ReceiptSchema)
+	}
+	if rc.Paths == nil {
+		rc.Paths = map[string]*Entry{}
+	}
+	return rc, b, nil
+}
+
+// Marshal is the receipt's canonical bytes: map keys sorted, so equal content
+// gives equal bytes and a no-op run leaves the file byte-identical.
+func (rc *Receipt) Marshal() ([]byte, error) {
+	sort.SliceStable(rc.Relocations, func(i, j int) bool { return rc.Relocations[i].From < rc.Relocations[j].From })
+	b, err := json.MarshalIndent(rc, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Save writes the receipt atomically when its bytes differ from last, and
+// returns the bytes now on disk.
+func (rc *Receipt) Save(r *Root, last []byte) ([]byte, error) {
+	b, err := rc.Marshal()
+	if err != nil {
+		return last, err
+	}
+	if bytes.Equal(b, last) {
+		return last, nil
+	}
+	if _, err := r.MkdirAll(StateDir, 0o755, 0, 0); err != nil {
+		return last, err
+	}
+	if err := r.WriteFile(ReceiptPath, bytes.NewReader(b), 0o644, SystemUID(), SystemGID()); err != nil {
+		return last, fmt.Errorf("writing the receipt: %w", err)
+	}
+	return b, nil
+}
+
+// Stamp fills the stat-derived fields of e from fi.
+func (e *Entry) Stamp(fi fs.FileInfo) {
+	e.Mode = fmt.Sprintf("%04o", uint32(fi.Mode().Perm()|fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)))
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		e.UID, e.GID = int(st.Uid), int(st.Gid)
+		e.Inode = st.Ino
+		e.MtimeNS = st.Mtim.Nano()
+		e.CtimeNS = st.Ctim.Nano()
+	}
+	if e.Kind == KindFile {
+		e.Size = fi.Size()
+	}
+}
+
+// StatMatches reports whether fi is, by size, inode, mtime and ctime, the
+// file the entry was stamped from: then its recorded hash can be trusted
+// without reading it.
+func (e *Entry) StatMatches(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || e.Inode == 0 {
+		return false
+	}
+	return fi.Size() == e.Size && st.Ino == e.Inode && st.Mtim.Nano() == e.MtimeNS && st.Ctim.Nano() == e.CtimeNS
+}
+
+// StampSource is the identity of a host file.
+func StampSource(path string, fi fs.FileInfo) *SourceStamp {
+	s := &SourceStamp{Path: path, Size: fi.Size()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		s.Inode, s.MtimeNS, s.CtimeNS = st.Ino, st.Mtim.Nano(), st.Ctim.Nano()
+	}
+	return s
+}
+
+// HashReader returns the hex sha256 of everything r yields, and its length.
+func HashReader(r io.Reader) (string, int64, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return "", n, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// HashFile hashes target inside root.
+func HashFile(r *Root, target string) (string, error) {
+	f, err := r.Open(target)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sum, _, err := HashReader(f)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", r.HostPath(target), err)
+	}
+	return sum, nil
+}
+
+// SystemUID and SystemGID are the owner of the files cco writes: root's,
+// or the invoking user's when an unprivileged run stages into --root.
+func SystemUID() int { return os.Geteuid() }
+
+// SystemGID: see SystemUID.
+func SystemGID() int {
+	if os.Geteuid() == 0 {
+		return 0
+	}
+	return os.Getegid()
+}

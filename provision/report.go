@@ -1,0 +1,119 @@
+package provision
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ReportSchema is the version of the --json document. Fleet tools parse it:
+// fields are only ever added.
+const ReportSchema = 1
+
+// Exit codes of cco-install.
+const (
+	ExitOK       = 0
+	ExitFailed   = 1
+	ExitUsage    = 2
+	ExitConflict = 3
+)
+
+// Report is the outcome of a run, one entry per step.
+type Report struct {
+	Schema    int          `json:"schema"`
+	Version   string       `json:"version"`
+	Root      string       `json:"root"`
+	DryRun    bool         `json:"dry_run"`
+	Changed   int          `json:"changed"`
+	Conflicts int          `json:"conflicts"`
+	Failed    int          `json:"failed"`
+	Steps     []StepReport `json:"steps"`
+}
+
+// StepReport is one step's line.
+type StepReport struct {
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Status   string   `json:"status"`
+	Detail   string   `json:"detail"`
+	Paths    []string `json:"paths"`
+	Snippet  string   `json:"snippet,omitempty"`
+	Diff     string   `json:"diff,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+func (rep *Report) add(sr StepReport) {
+	if sr.Paths == nil {
+		sr.Paths = []string{}
+	}
+	switch sr.Status {
+	case StatusChanged, StatusTodo:
+		rep.Changed++
+	case StatusConflict:
+		rep.Conflicts++
+	case StatusFailed:
+		rep.Failed++
+	}
+	rep.Steps = append(rep.Steps, sr)
+}
+
+// Add appends a step line to the report (for steps run outside Execute).
+func (rep *Report) Add(sr StepReport) { rep.add(sr) }
+
+// ExitCode is 1 when anything failed, else 3 when conflicts remain, else 0.
+func (rep *Report) ExitCode() int {
+	switch {
+	case rep.Failed > 0:
+		return ExitFailed
+	case rep.Conflicts > 0:
+		return ExitConflict
+	}
+	return ExitOK
+}
+
+// WriteJSON writes the report as exactly one JSON document.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	if rep.Steps == nil {
+		rep.Steps = []StepReport{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteText writes the report for people.
+func (rep *Report) WriteText(w io.Writer) {
+	width := 0
+	for _, s := range rep.Steps {
+		width = max(width, len(s.ID))
+	}
+	for _, s := range rep.Steps {
+		fmt.Fprintf(w, "%-8s %-*s  %s\n", s.Status, width, s.ID, s.Detail)
+		for _, warn := range s.Warnings {
+			fmt.Fprintf(w, "%-8s %-*s  warning: %s\n", "", width, "", warn)
+		}
+		if s.Snippet != "" {
+			fmt.Fprintf(w, "%-8s %-*s  merge this by hand:\n", "", width, "")
+			for _, l := range strings.Split(strings.TrimRight(s.Snippet, "\n"), "\n") {
+				fmt.Fprintf(w, "    %s\n", l)
+			}
+		}
+		if s.Diff != "" {
+			fmt.Fprint(w, s.Diff)
+			if !strings.HasSuffix(s.Diff, "\n") {
+				fmt.Fprintln(w)
+			}
+		}
+	}
+	verb := "changed"
+	if rep.DryRun {
+		verb = "to change"
+	}
+	switch {
+	case rep.Changed == 0 && rep.Conflicts == 0 && rep.Failed == 0:
+		fmt.Fprintf(w, "nothing to do: %d steps, all as they should be\n", len(rep.Steps))
+	default:
+		fmt.Fprintf(w, "%d %s, %d conflicts, %d failed (of %d steps)\n", rep.Changed, verb, rep.Conflicts, rep.Failed, len(rep.Steps))
+	}
+}
