@@ -18,8 +18,7 @@ const LockPath = StateDir + "/lock"
 type Lock struct{ f *os.File }
 
 // AcquireLock takes the installer's lock, waiting up to timeout for another
-// run to finish. The holder writes its pid into the file so that a waiter's
-// error can name it. The lock dies with the process (flock), so a killed run
+// run to finish; a waiter's error names the holder's pid. The lock dies with the process (flock), so a killed run
 // never leaves a stale lock behind.
 func AcquireLock(run *Run, timeout time.Duration) (*Lock, error) {
 	if err := run.MkdirAll(StateDir, 0o755, "state"); err != nil {
@@ -45,7 +44,7 @@ func AcquireLock(run *Run, timeout time.Duration) (*Lock, error) {
 			f.Close()
 			return nil, fmt.Errorf("locking %s: %w", run.Root.HostPath(LockPath), err)
 		}
-		holder := readHolder(p)
+		holder := holderPID(int(f.Fd()))
 		if time.Now().After(deadline) {
 			f.Close()
 			return nil, fmt.Errorf("another cco-install (pid %s) holds %s: waited %s; wait for it to finish, or raise --lock-timeout", holder, run.Root.HostPath(LockPath), timeout)
@@ -56,16 +55,28 @@ func AcquireLock(run *Run, timeout time.Duration) (*Lock, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
 	return &Lock{f: f}, nil
 }
 
-func readHolder(p string) string {
-	b, err := os.ReadFile(p)
-	if s := strings.TrimSpace(string(b)); err == nil && s != "" {
-		return s
+// holderPID finds the process holding the flock on fd's file in /proc/locks.
+// Nothing is written into the lock file, so a no-op run leaves the tree
+// byte-identical.
+func holderPID(fd int) string {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return "unknown"
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return "unknown"
+	}
+	// "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
+	want := ":" + strconv.FormatUint(st.Ino, 10)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && strings.HasSuffix(f[5], want) {
+			return f[4]
+		}
 	}
 	return "unknown"
 }

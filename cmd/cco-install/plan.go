@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/sandbox"
+)
+
+// knownAgents are the names the shadow is installed under, whatever `agents`
+// says: an unbacked name fails loudly at launch, while an unshadowed vendor
+// binary would run outside the jail.
+var knownAgents = []string{"claude", "codex"}
+
+// Installed paths of cco's own files.
+const (
+	BinDir     = "/usr/local/bin"
+	HelperPath = "/usr/libexec/cco/sandbox-helper"
+	// PackagedShadow is where the deb and rpm put the shadow binary.
+	PackagedShadow = "/usr/lib/cco/shadow"
+)
+
+// shadowSource finds the shadow binary to install: the shadow_path key, else
+// "shadow" beside cco-install's own executable, else where the package puts
+// it. These are host paths: the installer's own files, not the target's.
+func shadowSource(cfg *Config) (path, why string, err error) {
+	if cfg.ShadowPath != "" {
+		if _, err := os.Stat(cfg.ShadowPath); err != nil {
+			return "", "", fmt.Errorf("shadow_path (from %s): %w", cfg.Source("shadow_path"), err)
+		}
+		return cfg.ShadowPath, "shadow_path, from " + cfg.Source("shadow_path"), nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "shadow")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, "beside cco-install", nil
+		}
+	}
+	if _, err := os.Stat(PackagedShadow); err == nil {
+		return PackagedShadow, "the package's copy", nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", "", err
+	}
+	return "", "", fmt.Errorf("no shadow binary: not set by shadow_path, no 'shadow' beside cco-install, and no %s; build it (go build -o bin/ ./cmd/...) or set shadow_path", PackagedShadow)
+}
+
+// buildPlan is the ordered list of steps for this machine. The shadow goes
+// first: at no point may a vendor binary be reachable on PATH unwrapped.
+func buildPlan(run *provision.Run, cfg *Config) ([]provision.Step, error) {
+	src, why, err := shadowSource(cfg)
+	if err != nil {
+		return nil, err
+	}
+	run.Logf("shadow binary: %s (%s)", src, why)
+	uid, gid := provision.SystemUID(), provision.SystemGID()
+	var steps []provision.Step
+	for _, a := range knownAgents {
+		steps = append(steps, &provision.File{
+			StepID:     "shadow." + a,
+			StepName:   "install the shadow as " + BinDir + "/" + a,
+			Path:       BinDir + "/" + a,
+			Mode:       0o755,
+			UID:        uid,
+			GID:        gid,
+			SourcePath: src,
+			Fix:        fmt.Sprintf("move it out of the way (for example an npm global install: npm uninstall -g), then run cco-install again; %s must be the shadow, or %s runs outside the jail", BinDir+"/"+a, a),
+		})
+	}
+	steps = append(steps,
+		&provision.File{
+			StepID:     "sandbox.helper",
+			StepName:   "install the in-sandbox helper",
+			Path:       HelperPath,
+			Mode:       0o755,
+			UID:        uid,
+			GID:        gid,
+			SourcePath: src,
+		},
+		&provision.File{
+			StepID:       "sandbox.config",
+			StepName:     "install the default " + sandbox.ConfigPath,
+			Path:         sandbox.ConfigPath,
+			Mode:         0o644,
+			UID:          uid,
+			GID:          gid,
+			Content:      []byte(sandbox.DefaultConfigTOML),
+			KeepExisting: true,
+		},
+	)
+	return steps, nil
+}

@@ -1,0 +1,171 @@
+package provision
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sort"
+)
+
+// Statuses of an owned path in `cco-install status`.
+const (
+	PathOK      = "ok"
+	PathDrift   = "drift"
+	PathMissing = "missing"
+	PathError   = "error"
+)
+
+// PathStatus is one owned path compared with the receipt.
+type PathStatus struct {
+	Path   string `json:"path"`
+	Kind   string `json:"kind"`
+	Step   string `json:"step"`
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// Finding is drift found by a check other than the receipt's (a vendor
+// binary ahead of the shadow on a user's PATH, a defeated policy).
+type Finding struct {
+	ID     string `json:"id"`
+	Path   string `json:"path,omitempty"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// StatusReport is the outcome of `cco-install status`. It follows the
+// install report's conventions: schema, version, root, counts, then lines.
+type StatusReport struct {
+	Schema   int          `json:"schema"`
+	Version  string       `json:"version"`
+	Root     string       `json:"root"`
+	Verified bool         `json:"verified"`
+	InSync   bool         `json:"in_sync"`
+	Drift    int          `json:"drift"`
+	Failed   int          `json:"failed"`
+	Paths    []PathStatus `json:"paths"`
+	Findings []Finding    `json:"findings"`
+}
+
+// CheckReceipt compares every owned path with the receipt. Without verify a
+// file whose stat stamp matches is trusted; with verify every file is
+// re-hashed. A file whose stamp differs is always hashed, so a mere touch is
+// not reported as drift.
+func CheckReceipt(root *Root, rc *Receipt, verify bool) *StatusReport {
+	rep := &StatusReport{Schema: ReportSchema, Version: Version, Root: root.Dir(), Verified: verify, Paths: []PathStatus{}, Findings: []Finding{}}
+	names := make([]string, 0, len(rc.Paths))
+	for p := range rc.Paths {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		e := rc.Paths[p]
+		ps := PathStatus{Path: p, Kind: e.Kind, Step: e.Step, Status: PathOK}
+		ps.Status, ps.Detail = checkEntry(root, p, e, verify)
+		rep.AddPath(ps)
+	}
+	return rep
+}
+
+// AddPath appends a path line and counts it.
+func (rep *StatusReport) AddPath(ps PathStatus) {
+	switch ps.Status {
+	case PathDrift, PathMissing:
+		rep.Drift++
+	case PathError:
+		rep.Failed++
+	}
+	rep.Paths = append(rep.Paths, ps)
+	rep.InSync = rep.Drift == 0 && rep.Failed == 0
+}
+
+// AddFinding appends a drift finding.
+func (rep *StatusReport) AddFinding(f Finding) {
+	rep.Drift++
+	rep.Findings = append(rep.Findings, f)
+	rep.InSync = false
+}
+
+func checkEntry(root *Root, p string, e *Entry, verify bool) (string, string) {
+	fi, err := root.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return PathMissing, p + " is missing: run cco-install to put it back"
+	}
+	if err != nil {
+		return PathError, err.Error()
+	}
+	switch e.Kind {
+	case KindLink:
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return PathDrift, p + " is no longer a symlink"
+		}
+		l, err := root.Readlink(p)
+		if err != nil {
+			return PathError, err.Error()
+		}
+		if l != e.Target {
+			return PathDrift, fmt.Sprintf("%s points at %s, not %s", p, l, e.Target)
+		}
+	case KindDir:
+		if !fi.IsDir() {
+			return PathDrift, p + " is no longer a directory"
+		}
+	default:
+		if !fi.Mode().IsRegular() {
+			return PathDrift, p + " is no longer a regular file"
+		}
+		if verify || !e.StatMatches(fi) {
+			sum, err := HashFile(root, p)
+			if err != nil {
+				return PathError, err.Error()
+			}
+			if sum != e.SHA256 {
+				return PathDrift, fmt.Sprintf("%s was changed (sha256 %s, cco wrote %s)", p, short(sum), short(e.SHA256))
+			}
+		}
+		if got := fmt.Sprintf("%04o", uint32(fi.Mode().Perm()|fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))); got != e.Mode {
+			return PathDrift, fmt.Sprintf("%s has mode %s, cco set %s", p, got, e.Mode)
+		}
+	}
+	return PathOK, "as installed"
+}
+
+// ExitCode is 1 on errors, 3 on drift, else 0.
+func (rep *StatusReport) ExitCode() int {
+	switch {
+	case rep.Failed > 0:
+		return ExitFailed
+	case rep.Drift > 0:
+		return ExitConflict
+	}
+	return ExitOK
+}
+
+// WriteJSON writes the status as one JSON document.
+func (rep *StatusReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteText writes the status for people.
+func (rep *StatusReport) WriteText(w io.Writer) {
+	for _, p := range rep.Paths {
+		if p.Status != PathOK {
+			fmt.Fprintf(w, "%-8s %s\n", p.Status, p.Detail)
+		}
+	}
+	for _, f := range rep.Findings {
+		fmt.Fprintf(w, "%-8s %s\n", "drift", f.Detail)
+		if f.Fix != "" {
+			fmt.Fprintf(w, "%-8s fix: %s\n", "", f.Fix)
+		}
+	}
+	if rep.InSync {
+		fmt.Fprintf(w, "in sync: %d owned paths as installed\n", len(rep.Paths))
+	} else {
+		fmt.Fprintf(w, "%d drifted, %d errors (of %d owned paths)\n", rep.Drift, rep.Failed, len(rep.Paths))
+	}
+}
