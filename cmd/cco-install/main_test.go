@@ -1,0 +1,98 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"cco-install": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+	})
+}
+
+// TestScripts runs the CLI scenarios in testdata/script: the closest thing to
+// an operator at a terminal.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			// The shadow under test is any file: its bytes are what is copied.
+			shadow := filepath.Join(env.WorkDir, "shadow-bin")
+			if err := os.WriteFile(shadow, []byte("#!/bin/sh\necho shadow\n"), 0o755); err != nil {
+				return err
+			}
+			env.Setenv("CCO_SHADOW_PATH", shadow)
+			env.Setenv("ROOT", filepath.Join(env.WorkDir, "root"))
+			return os.MkdirAll(filepath.Join(env.WorkDir, "root"), 0o755)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"treehash":  cmdTreehash,
+			"jsonfield": cmdJSONField,
+		},
+	})
+}
+
+// treehash DIR prints one hash of every path, type, mode, owner, size, link
+// target, content and mtime below DIR: equal hashes mean a byte-identical tree.
+func cmdTreehash(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: treehash DIR")
+	}
+	dir := ts.MkAbs(args[0])
+	h := sha256.New()
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		paths = append(paths, p)
+		return nil
+	})
+	ts.Check(err)
+	sort.Strings(paths)
+	for _, p := range paths {
+		fi, err := os.Lstat(p)
+		ts.Check(err)
+		st := fi.Sys().(*syscall.Stat_t)
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(h, "%s %v %d:%d %d %d\n", rel, fi.Mode(), st.Uid, st.Gid, fi.Size(), st.Mtim.Nano())
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			fmt.Fprintln(h, l)
+		case fi.Mode().IsRegular():
+			f, err := os.Open(p)
+			ts.Check(err)
+			io.Copy(h, f)
+			f.Close()
+		}
+	}
+	fmt.Fprintln(ts.Stdout(), hex.EncodeToString(h.Sum(nil)))
+}
+
+// jsonfield FILE KEY WANT checks a top-level field of a JSON document.
+func cmdJSONField(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: jsonfield FILE KEY WANT")
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(ts.ReadFile(args[0])), &doc); err != nil {
+		ts.Fatalf("%s is not one JSON document: %v", args[0], err)
+	}
+	got := fmt.Sprint(doc[args[1]])
+	if (got == args[2]) == neg {
+		ts.Fatalf("%s: %s = %s, want %s%s", args[0], args[1], got, map[bool]string{true: "not "}[neg], args[2])
+	}
+}
