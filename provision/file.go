@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -51,8 +52,12 @@ type File struct {
 func (f *File) ID() string        { return f.StepID }
 func (f *File) Name() string      { return f.StepName }
 func (f *File) Needs() []string   { return f.DependsOn }
-func (f *File) paths() []string   { return []string{f.Path} }
+func (f *File) paths() []string   { return []string{f.target()} }
 func (f *File) mode() fs.FileMode { return f.Mode.Perm() }
+
+// target is Path in its canonical form, the receipt's key: "usr/bin/x" and
+// "/usr//bin/x" name the same owned file.
+func (f *File) target() string { return clean(f.Path) }
 
 // fileData is what Check learned for Apply.
 type fileData struct {
@@ -62,14 +67,14 @@ type fileData struct {
 
 func (f *File) Check(run *Run) (Check, error) {
 	c := Check{Paths: f.paths()}
-	fi, err := run.Root.Lstat(f.Path)
-	entry := run.Receipt.Paths[f.Path]
+	fi, err := run.Root.Lstat(f.target())
+	entry := run.Receipt.Paths[f.target()]
 	if errors.Is(err, fs.ErrNotExist) {
 		sum, size, err := f.desired(run, nil)
 		if err != nil {
 			return c, err
 		}
-		c.State, c.Detail, c.Data = ToDo, fmt.Sprintf("create %s (%d bytes, mode %04o)", f.Path, size, f.mode()), &fileData{desiredSum: sum}
+		c.State, c.Detail, c.Data = ToDo, fmt.Sprintf("create %s (%d bytes, mode %04o)", f.target(), size, f.mode()), &fileData{desiredSum: sum}
 		if run.Diff {
 			c.Diff = f.diff(run, nil)
 		}
@@ -80,16 +85,16 @@ func (f *File) Check(run *Run) (Check, error) {
 	}
 	if entry == nil || entry.Kind != KindFile {
 		if f.KeepExisting {
-			c.State, c.Detail = Done, fmt.Sprintf("%s exists and is not cco's: left as it is", f.Path)
+			c.State, c.Detail = Done, fmt.Sprintf("%s exists and is not cco's: left as it is", f.target())
 			return c, nil
 		}
-		what := DescribeForeign(run, f.Path, fi)
+		what := DescribeForeign(run, f.target(), fi)
 		if f.Describe != nil {
 			if d := f.Describe(run, fi); d != "" {
 				what = d
 			}
 		}
-		c.State, c.Detail = Conflict, fmt.Sprintf("%s is %s, not written by cco: left as it is", f.Path, what)
+		c.State, c.Detail = Conflict, fmt.Sprintf("%s is %s, not written by cco: left as it is", f.target(), what)
 		c.Fix = f.Fix
 		if c.Fix == "" {
 			c.Fix = fmt.Sprintf("move it away (or remove it), then run cco-install again")
@@ -97,29 +102,30 @@ func (f *File) Check(run *Run) (Check, error) {
 		return c, nil
 	}
 	if !fi.Mode().IsRegular() {
-		c.State, c.Detail, c.Forceable = Conflict, fmt.Sprintf("%s was cco's file and is now %s", f.Path, DescribeForeign(run, f.Path, fi)), true
+		c.State, c.Detail, c.Forceable = Conflict, fmt.Sprintf("%s was cco's file and is now %s", f.target(), DescribeForeign(run, f.target(), fi)), true
 		c.Fix = "--force replaces it and keeps what is there under " + StateDir + "/backups"
 		c.Data = &fileData{backup: true}
 		return c, nil
 	}
 	current := entry.SHA256
 	if !entry.StatMatches(fi) {
-		if current, err = HashFile(run.Root, f.Path); err != nil {
+		if current, err = HashFile(run.Root, f.target()); err != nil {
 			return c, err
 		}
 		if current == entry.SHA256 {
 			// Same bytes, new stat (touched, copied back): refresh the stamp so
 			// the next run is fast again. Only an apply saves it.
 			entry.Stamp(fi)
+			settle(entry.CtimeNS)
 		}
 	}
 	if current != entry.SHA256 {
 		if f.KeepExisting {
-			c.State, c.Detail = Done, fmt.Sprintf("%s was edited after cco wrote it: left as it is", f.Path)
+			c.State, c.Detail = Done, fmt.Sprintf("%s was edited after cco wrote it: left as it is", f.target())
 			return c, nil
 		}
 		c.State, c.Forceable = Conflict, true
-		c.Detail = fmt.Sprintf("%s was edited after cco wrote it (sha256 %s, cco wrote %s): left as it is", f.Path, short(current), short(entry.SHA256))
+		c.Detail = fmt.Sprintf("%s was edited after cco wrote it (sha256 %s, cco wrote %s): left as it is", f.target(), short(current), short(entry.SHA256))
 		c.Fix = "undo the edit, or pass --force to replace it (the edited bytes are kept under " + StateDir + "/backups)"
 		c.Data = &fileData{backup: true}
 		if run.Diff {
@@ -134,14 +140,14 @@ func (f *File) Check(run *Run) (Check, error) {
 	wantMode := fmt.Sprintf("%04o", uint32(f.mode()))
 	switch {
 	case sum != current:
-		c.State, c.Detail = ToDo, fmt.Sprintf("update %s (sha256 %s -> %s)", f.Path, short(current), short(sum))
+		c.State, c.Detail = ToDo, fmt.Sprintf("update %s (sha256 %s -> %s)", f.target(), short(current), short(sum))
 		if run.Diff {
 			c.Diff = f.diff(run, fi)
 		}
 	case entry.Mode != wantMode || (f.UID >= 0 && entry.UID != f.UID) || (f.GID >= 0 && entry.GID != f.GID):
-		c.State, c.Detail = ToDo, fmt.Sprintf("set %s to mode %s owner %d:%d (is %s %d:%d)", f.Path, wantMode, f.UID, f.GID, entry.Mode, entry.UID, entry.GID)
+		c.State, c.Detail = ToDo, fmt.Sprintf("set %s to mode %s owner %d:%d (is %s %d:%d)", f.target(), wantMode, f.UID, f.GID, entry.Mode, entry.UID, entry.GID)
 	default:
-		c.State, c.Detail = Done, f.Path+" is up to date"
+		c.State, c.Detail = Done, f.target()+" is up to date"
 		return c, nil
 	}
 	c.Data = &fileData{desiredSum: sum}
@@ -195,11 +201,11 @@ func (f *File) Apply(run *Run, c Check) (string, error) {
 	d, _ := c.Data.(*fileData)
 	detail := c.Detail
 	if d != nil && d.backup {
-		where, err := run.Backup(f.Path)
+		where, err := run.Backup(f.target())
 		if err != nil {
 			return "", err
 		}
-		detail = fmt.Sprintf("replaced %s; the old bytes are at %s", f.Path, where)
+		detail = fmt.Sprintf("replaced %s; the old bytes are at %s", f.target(), where)
 	} else if strings.HasPrefix(detail, "create ") {
 		detail = "created" + strings.TrimPrefix(detail, "create")
 	} else if strings.HasPrefix(detail, "update ") {
@@ -210,17 +216,17 @@ func (f *File) Apply(run *Run, c Check) (string, error) {
 		return "", err
 	}
 	defer src.Close()
-	if err := run.MkdirAll(path.Dir(f.Path), 0o755, f.ID()); err != nil {
+	if err := run.MkdirAll(path.Dir(f.target()), 0o755, f.ID()); err != nil {
 		return "", err
 	}
 	h := sha256.New()
-	if err := run.Root.WriteFile(f.Path, io.TeeReader(src, h), f.mode(), f.UID, f.GID); err != nil {
+	if err := run.Root.WriteFile(f.target(), io.TeeReader(src, h), f.mode(), f.UID, f.GID); err != nil {
 		return "", err
 	}
-	if err := run.Record(f.Path, KindFile, hex.EncodeToString(h.Sum(nil)), f.ID()); err != nil {
+	if err := run.Record(f.target(), KindFile, hex.EncodeToString(h.Sum(nil)), f.ID()); err != nil {
 		return "", err
 	}
-	run.Receipt.Paths[f.Path].Source = stamp
+	run.Receipt.Paths[f.target()].Source = stamp
 	return detail, nil
 }
 
@@ -237,7 +243,11 @@ func (run *Run) Record(target, kind, sum, step string) error {
 		}
 	}
 	e.Stamp(fi)
+	settle(e.CtimeNS)
 	run.Receipt.Paths[clean(target)] = e
+	if !slices.Contains(run.Receipt.Steps, step) {
+		run.Receipt.Steps = append(run.Receipt.Steps, step)
+	}
 	return nil
 }
 
@@ -269,9 +279,9 @@ func (f *File) diff(run *Run, fi fs.FileInfo) string {
 	var old []byte
 	if fi != nil {
 		if fi.Size() > 1<<20 {
-			return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.Path, f.Path)
+			return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.target(), f.target())
 		}
-		b, err := run.Root.ReadFile(f.Path)
+		b, err := run.Root.ReadFile(f.target())
 		if err != nil {
 			return ""
 		}
@@ -283,16 +293,16 @@ func (f *File) diff(run *Run, fi fs.FileInfo) string {
 	} else if st, err := os.Stat(f.SourcePath); err == nil && st.Size() <= 1<<20 {
 		new, _ = os.ReadFile(f.SourcePath)
 	} else {
-		return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.Path, f.Path)
+		return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.target(), f.target())
 	}
 	if !isText(old) || !isText(new) {
-		return fmt.Sprintf("--- %s\n+++ %s\n(binary file: not shown)\n", f.Path, f.Path)
+		return fmt.Sprintf("--- %s\n+++ %s\n(binary file: not shown)\n", f.target(), f.target())
 	}
-	oldLabel := f.Path
+	oldLabel := f.target()
 	if fi == nil {
 		oldLabel = "/dev/null"
 	}
-	return udiff.Unified(oldLabel, f.Path, string(old), string(new))
+	return udiff.Unified(oldLabel, f.target(), string(old), string(new))
 }
 
 func isText(b []byte) bool {

@@ -12,6 +12,9 @@ import (
 	"os"
 	"sort"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ReceiptPath is where the receipt lives on the target system.
@@ -42,6 +45,9 @@ type Receipt struct {
 	Relocations []Relocation `json:"relocations,omitempty"`
 	// Dirs are directories a step created (so uninstall removes only those).
 	Dirs map[string]DirRecord `json:"dirs,omitempty"`
+	// Steps lists step ids in the order they first recorded a path, so that
+	// uninstall can undo them in reverse.
+	Steps []string `json:"steps,omitempty"`
 	// Extra is room for later capabilities' state, keyed by step id.
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
 }
@@ -104,12 +110,17 @@ func LoadReceipt(r *Root) (*Receipt, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the receipt: %w", err)
 	}
-	rc := NewReceipt()
+	// Decode into a receipt without a schema, so that a file that parses but
+	// is not a receipt ("null", "{}") is refused rather than read as empty.
+	rc := &Receipt{}
 	if err := json.Unmarshal(b, rc); err != nil {
 		return nil, nil, fmt.Errorf("the receipt %s does not parse (%v): restore it from a backup, or move it away to start over (cco then treats its files as foreign)", r.HostPath(ReceiptPath), err)
 	}
-	if rc.Schema != ReceiptSchema {
+	switch {
+	case rc.Schema > ReceiptSchema:
 		return nil, nil, fmt.Errorf("the receipt %s has schema %d; this cco reads schema %d: use a newer cco-install", r.HostPath(ReceiptPath), rc.Schema, ReceiptSchema)
+	case rc.Schema < 1:
+		return nil, nil, fmt.Errorf("the receipt %s has no schema: it is not a cco receipt; restore it from a backup, or move it away to start over (cco then treats its files as foreign)", r.HostPath(ReceiptPath))
 	}
 	if rc.Paths == nil {
 		rc.Paths = map[string]*Entry{}
@@ -120,7 +131,18 @@ func LoadReceipt(r *Root) (*Receipt, []byte, error) {
 // Marshal is the receipt's canonical bytes: map keys sorted, so equal content
 // gives equal bytes and a no-op run leaves the file byte-identical.
 func (rc *Receipt) Marshal() ([]byte, error) {
-	sort.SliceStable(rc.Relocations, func(i, j int) bool { return rc.Relocations[i].From < rc.Relocations[j].From })
+	// A total order: two relocations of one path (moved aside twice) must
+	// not keep their insertion order, or equal receipts differ in bytes.
+	sort.SliceStable(rc.Relocations, func(i, j int) bool {
+		a, b := rc.Relocations[i], rc.Relocations[j]
+		if a.From != b.From {
+			return a.From < b.From
+		}
+		if a.To != b.To {
+			return a.To < b.To
+		}
+		return a.Step < b.Step
+	})
 	b, err := json.MarshalIndent(rc, "", "  ")
 	if err != nil {
 		return nil, err
@@ -138,6 +160,11 @@ func (rc *Receipt) Save(r *Root, last []byte) ([]byte, error) {
 	if bytes.Equal(b, last) {
 		return last, nil
 	}
+	// No receipt and nothing to record: leave the target as it was (a run
+	// that found only conflicts must not create /var/lib/cco).
+	if last == nil && rc.empty() {
+		return nil, nil
+	}
 	if _, err := r.MkdirAll(StateDir, 0o755, 0, 0); err != nil {
 		return last, err
 	}
@@ -145,6 +172,10 @@ func (rc *Receipt) Save(r *Root, last []byte) ([]byte, error) {
 		return last, fmt.Errorf("writing the receipt: %w", err)
 	}
 	return b, nil
+}
+
+func (rc *Receipt) empty() bool {
+	return len(rc.Paths) == 0 && len(rc.Relocations) == 0 && len(rc.Dirs) == 0 && len(rc.Extra) == 0
 }
 
 // Stamp fills the stat-derived fields of e from fi.
@@ -158,6 +189,22 @@ func (e *Entry) Stamp(fi fs.FileInfo) {
 	}
 	if e.Kind == KindFile {
 		e.Size = fi.Size()
+	}
+}
+
+// settle waits until the clock that stamps file times has moved past
+// ctimeNS. File times come from a coarse clock (a tick of 1 to 10 ms on
+// kernels without fine-grained timestamps): until the tick has passed, a
+// write to the file could leave size, inode, mtime and ctime as recorded,
+// and the stamp would vouch for bytes that are no longer there.
+func settle(ctimeNS int64) {
+	deadline := time.Now().Add(50 * time.Millisecond) // a time in the future is not worth waiting for
+	for {
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts) != nil || ts.Nano() > ctimeNS || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(500 * time.Microsecond)
 	}
 }
 

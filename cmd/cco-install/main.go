@@ -40,7 +40,8 @@ type options struct {
 	verify   bool
 	out      string
 	sub      string
-	hostRoot bool
+	hostRoot  bool
+	uninstall bool
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -72,6 +73,7 @@ func newFlags(sub string, o *options, stderr io.Writer) *pflag.FlagSet {
 		fs.BoolVar(&o.diff, "diff", false, "add unified diffs of the files that would change")
 		fs.BoolVar(&o.yes, "yes", false, "answer yes to prompts (no prompt is shown without a terminal)")
 		fs.BoolVar(&o.force, "force", false, "replace owned files that were edited, keeping a backup under /var/lib/cco/backups")
+		fs.BoolVar(&o.uninstall, "uninstall", false, "undo exactly what the receipt records and put relocated vendor files back")
 		addConfigFlags(fs)
 	case "status":
 		fs.BoolVar(&o.verify, "verify", false, "re-hash every owned file instead of trusting size, mtime and inode")
@@ -86,6 +88,7 @@ func newFlags(sub string, o *options, stderr io.Writer) *pflag.FlagSet {
 
 const usage = `usage:
   cco-install [--root DIR] [--dry-run] [--diff] [--json] [--force] [--yes] [flags]
+  cco-install --uninstall [--root DIR] [--dry-run] [--json] [--force]
   cco-install status [--root DIR] [--json] [--verify]
   cco-install config [--root DIR] [--json]
   cco-install version
@@ -175,6 +178,9 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 			return provision.ExitFailed, err
 		}
 	}
+	if o.uninstall {
+		return writeReport(provision.Uninstall(run), o, stdout)
+	}
 	steps, err := buildPlan(run, cfg)
 	if err != nil {
 		return provision.ExitFailed, err
@@ -184,7 +190,10 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 			return provision.ExitFailed, errors.New("stopped: --force was not confirmed (pass --yes to skip the question)")
 		}
 	}
-	rep := provision.Execute(run, steps)
+	return writeReport(provision.Execute(run, steps), o, stdout)
+}
+
+func writeReport(rep *provision.Report, o *options, stdout io.Writer) (int, error) {
 	if o.json {
 		if err := rep.WriteJSON(stdout); err != nil {
 			return provision.ExitFailed, err
