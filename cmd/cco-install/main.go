@@ -31,15 +31,15 @@ func (e usageError) Error() string { return e.msg }
 
 // options are the command line's own switches (not configuration keys).
 type options struct {
-	root     string
-	dryRun   bool
-	diff     bool
-	yes      bool
-	force    bool
-	json     bool
-	verify   bool
-	out      string
-	sub      string
+	root      string
+	dryRun    bool
+	diff      bool
+	yes       bool
+	force     bool
+	json      bool
+	verify    bool
+	out       string
+	sub       string
 	hostRoot  bool
 	uninstall bool
 }
