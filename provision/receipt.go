@@ -89,6 +89,12 @@ type Relocation struct {
 	Step   string `json:"step"`
 	Kind   string `json:"kind"`
 	SHA256 string `json:"sha256,omitempty"`
+	// User is set when From is in that user's home: putting it back then
+	// goes through the home's no-symlink resolution.
+	User string `json:"user,omitempty"`
+	// What says what was found there, for people ("Claude Code's native
+	// installer", "the bash claude-sandbox's shadow").
+	What string `json:"what,omitempty"`
 }
 
 // DirRecord is a directory a step created.
@@ -165,7 +171,7 @@ func (rc *Receipt) Save(r *Root, last []byte) ([]byte, error) {
 	if last == nil && rc.empty() {
 		return nil, nil
 	}
-	if _, err := r.MkdirAll(StateDir, 0o755, 0, 0); err != nil {
+	if _, err := r.MkdirAll(StateDir, 0o755, SystemUID(), SystemGID()); err != nil {
 		return last, err
 	}
 	if err := r.WriteFile(ReceiptPath, bytes.NewReader(b), 0o644, SystemUID(), SystemGID()); err != nil {

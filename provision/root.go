@@ -188,7 +188,9 @@ func (r *Root) MkdirAll(target string, mode fs.FileMode, uid, gid int) ([]string
 		}
 		return nil, fmt.Errorf("%s exists and is not a directory: move it away, then run again", r.HostPath(t))
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
+	// ENOTDIR: a parent is not a directory; the parent's turn below names
+	// it and says what to do.
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 		return nil, err
 	}
 	created, err := r.MkdirAll(path.Dir(t), mode, uid, gid)
@@ -204,10 +206,11 @@ func (r *Root) MkdirAll(target string, mode fs.FileMode, uid, gid int) ([]string
 		return created, r.rewrap(t, err)
 	} else if err == nil {
 		created = append(created, t)
-		if err := os.Chmod(p, mode); err != nil { // umask must not decide the mode
+		// Owner first: a chown clears set-id bits that a chmod had set.
+		if err := chown(p, uid, gid); err != nil {
 			return created, r.rewrap(t, err)
 		}
-		if err := chown(p, uid, gid); err != nil {
+		if err := os.Chmod(p, mode); err != nil { // umask must not decide the mode
 			return created, r.rewrap(t, err)
 		}
 	}
@@ -231,10 +234,11 @@ func (r *Root) WriteFile(target string, src io.Reader, mode fs.FileMode, uid, gi
 	if _, err := io.Copy(t, src); err != nil {
 		return fmt.Errorf("writing %s: %w", r.HostPath(target), err)
 	}
-	if err := t.Chmod(mode); err != nil {
+	// Owner first: a chown clears the setuid and setgid bits.
+	if err := fchown(t.File, uid, gid); err != nil {
 		return r.rewrap(target, err)
 	}
-	if err := fchown(t.File, uid, gid); err != nil {
+	if err := t.Chmod(mode); err != nil {
 		return r.rewrap(target, err)
 	}
 	if err := t.CloseAtomicallyReplace(); err != nil {
@@ -344,9 +348,11 @@ func copyEntry(src, dst string) error {
 			return err
 		}
 		if st != nil {
-			return os.Lchown(dst, int(st.Uid), int(st.Gid))
+			if err := os.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil {
+				return err
+			}
 		}
-		return nil
+		return keepMtime(dst, fi)
 	case fi.IsDir():
 		if err := os.Mkdir(dst, fi.Mode().Perm()); err != nil {
 			return err
@@ -384,13 +390,27 @@ func copyEntry(src, dst string) error {
 	default:
 		return fmt.Errorf("%s: refusing to copy a special file", src)
 	}
+	// Owner first: a chown clears the setuid and setgid bits being copied.
+	if st != nil {
+		if err := chown(dst, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+	}
 	if err := os.Chmod(dst, fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
 		return err
 	}
-	if st != nil {
-		return chown(dst, int(st.Uid), int(st.Gid))
+	return keepMtime(dst, fi)
+}
+
+// keepMtime gives a copy its original's times, so that a file moved across
+// devices and back is as it was.
+func keepMtime(dst string, fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
 	}
-	return nil
+	ts := []unix.Timespec{unix.NsecToTimespec(st.Atim.Nano()), unix.NsecToTimespec(st.Mtim.Nano())}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // chown sets an owner, tolerating EPERM only when the file already has the

@@ -198,6 +198,22 @@ func (run *Run) restore(r Relocation) error {
 	if _, err := run.Root.Lstat(r.To); err != nil {
 		return fmt.Errorf("the relocated copy %s is gone: %w", r.To, err)
 	}
+	if r.User != "" {
+		u, err := LookupUser(run.Root, r.User)
+		if err != nil {
+			return err
+		}
+		h, err := run.Root.OpenHome(u)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		rel := strings.TrimPrefix(strings.TrimPrefix(r.From, path.Clean(u.Home)), "/")
+		if run.DryRun {
+			return nil
+		}
+		return h.MoveIn(r.To, rel)
+	}
 	if _, err := run.Root.Lstat(r.From); err == nil {
 		return fmt.Errorf("%s exists again (a new install?): the original stays at %s; move it back by hand if you want it", r.From, r.To)
 	}

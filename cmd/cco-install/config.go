@@ -32,6 +32,7 @@ type key struct {
 
 var keys = []key{
 	{"agents", []string{"claude", "codex"}, "agents", "agents whose vendor steps run"},
+	{"users", []string{}, "", "accounts whose homes are checked for vendor installs, besides root and SUDO_USER"},
 	{"shadow_path", "", "shadow-path", "the shadow binary to install (default: shadow beside cco-install, else /usr/lib/cco/shadow)"},
 	{"lock_timeout", "2m", "lock-timeout", "how long a run waits for another run's lock"},
 	{"progress", "auto", "progress", "download progress: auto, always or never"},
@@ -62,6 +63,7 @@ type Config struct {
 	loaded bool   // the file exists
 
 	Agents      []string
+	Users       []string
 	ShadowPath  string
 	LockTimeout time.Duration
 	Progress    string
@@ -199,6 +201,7 @@ func (c *Config) decode() error {
 			return c.bad("agents", strings.Join(c.Agents, ","), "the known agents are claude and codex")
 		}
 	}
+	c.Users = c.List("users")
 	c.ShadowPath = c.String("shadow_path")
 	c.Bundle = c.String("bundle")
 	if c.LockTimeout, err = c.duration("lock_timeout"); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/takeover"
 )
 
 // knownAgents are the names the shadow is installed under, whatever `agents`
@@ -57,7 +58,11 @@ func buildPlan(run *provision.Run, cfg *Config) ([]provision.Step, error) {
 	}
 	run.Logf("shadow binary: %s (%s)", src, why)
 	uid, gid := provision.SystemUID(), provision.SystemGID()
-	var steps []provision.Step
+	users := cfg.Users
+	if u := os.Getenv("SUDO_USER"); u != "" {
+		users = append([]string{u}, users...)
+	}
+	steps := takeover.Steps(run, takeover.Config{Users: users})
 	for _, a := range knownAgents {
 		steps = append(steps, &provision.File{
 			StepID:     "shadow." + a,
