@@ -42,6 +42,7 @@ type options struct {
 	sub       string
 	hostRoot  bool
 	uninstall bool
+	fixRC     bool
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -73,6 +74,7 @@ func newFlags(sub string, o *options, stderr io.Writer) *pflag.FlagSet {
 		fs.BoolVar(&o.diff, "diff", false, "add unified diffs of the files that would change")
 		fs.BoolVar(&o.yes, "yes", false, "answer yes to prompts (no prompt is shown without a terminal)")
 		fs.BoolVar(&o.force, "force", false, "replace owned files that were edited, keeping a backup under /var/lib/cco/backups")
+		fs.BoolVar(&o.fixRC, "fix-rc", false, "remove the vendors' PATH blocks from users' shell start-up files (backups under /var/lib/cco/backups)")
 		fs.BoolVar(&o.uninstall, "uninstall", false, "undo exactly what the receipt records and put relocated vendor files back")
 		addConfigFlags(fs)
 	case "status":
@@ -181,7 +183,7 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 	if o.uninstall {
 		return writeReport(provision.Uninstall(run), o, stdout)
 	}
-	steps, err := buildPlan(run, cfg)
+	steps, err := buildPlan(run, cfg, o)
 	if err != nil {
 		return provision.ExitFailed, err
 	}

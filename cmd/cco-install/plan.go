@@ -51,7 +51,7 @@ func shadowSource(cfg *Config) (path, why string, err error) {
 
 // buildPlan is the ordered list of steps for this machine. The shadow goes
 // first: at no point may a vendor binary be reachable on PATH unwrapped.
-func buildPlan(run *provision.Run, cfg *Config) ([]provision.Step, error) {
+func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, error) {
 	src, why, err := shadowSource(cfg)
 	if err != nil {
 		return nil, err
@@ -63,6 +63,7 @@ func buildPlan(run *provision.Run, cfg *Config) ([]provision.Step, error) {
 		users = append([]string{u}, users...)
 	}
 	steps := takeover.Steps(run, takeover.Config{Users: users})
+	steps = append(steps, takeover.RCSteps(run, users, o.fixRC)...)
 	for _, a := range knownAgents {
 		steps = append(steps, &provision.File{
 			StepID:     "shadow." + a,
