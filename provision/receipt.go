@@ -258,12 +258,28 @@ func HashFile(r *Root, target string) (string, error) {
 	return sum, nil
 }
 
-// SystemUID and SystemGID are the owner of the files cco writes: root's,
-// or the invoking user's when an unprivileged run stages into --root.
-func SystemUID() int { return os.Geteuid() }
+// noChown is set for image builds, where a rootless builder denies chown:
+// files then keep whatever owner the builder gives them.
+var noChown bool
+
+// SetNoChown makes every write leave owners alone (image builds).
+func SetNoChown(v bool) { noChown = v }
+
+// SystemUID and SystemGID are the owner of the files cco writes: root's, or
+// the invoking user's when an unprivileged run stages into --root; -1 (leave
+// the owner alone) in an image build.
+func SystemUID() int {
+	if noChown {
+		return -1
+	}
+	return os.Geteuid()
+}
 
 // SystemGID: see SystemUID.
 func SystemGID() int {
+	if noChown {
+		return -1
+	}
 	if os.Geteuid() == 0 {
 		return 0
 	}

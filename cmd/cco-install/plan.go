@@ -10,6 +10,7 @@ import (
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/takeover"
+	"github.com/cco-dev/cco/userns"
 )
 
 // knownAgents are the names the shadow is installed under, whatever `agents`
@@ -57,6 +58,11 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 		return nil, err
 	}
 	run.Logf("shadow binary: %s (%s)", src, why)
+	image := o.image || inContainer()
+	if image {
+		provision.SetNoChown(true)
+		run.Logf("image build: owners are left to the builder, and the shadow checks user namespaces at launch")
+	}
 	uid, gid := provision.SystemUID(), provision.SystemGID()
 	users := cfg.Users
 	if u := os.Getenv("SUDO_USER"); u != "" {
@@ -64,6 +70,11 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 	}
 	steps := takeover.Steps(run, takeover.Config{Users: users})
 	steps = append(steps, takeover.RCSteps(run, users, o.fixRC)...)
+	usernsSteps, warnings := userns.Steps(run, userns.Options{NoAppArmor: o.noAppArmor, Image: image, SameKernel: run.Root.IsHost(), Host: userns.RealHost})
+	for _, w := range warnings {
+		run.Logf("warning: %s", w)
+	}
+	steps = append(steps, usernsSteps...)
 	for _, a := range knownAgents {
 		steps = append(steps, &provision.File{
 			StepID:     "shadow." + a,
@@ -98,4 +109,18 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 		},
 	)
 	return steps, nil
+}
+
+// inContainer detects an image build by container markers only: a missing
+// TTY is not one (Ansible and ssh runs have none).
+func inContainer() bool {
+	if os.Getenv("container") != "" {
+		return true
+	}
+	for _, p := range []string{"/.dockerenv", "/run/.containerenv"} {
+		if _, err := os.Lstat(p); err == nil {
+			return true
+		}
+	}
+	return false
 }
