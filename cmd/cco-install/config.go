@@ -33,6 +33,7 @@ type key struct {
 var keys = []key{
 	{"agents", []string{"claude", "codex"}, "agents", "agents whose vendor steps run"},
 	{"users", []string{}, "", "accounts whose homes are checked for vendor installs, besides root and SUDO_USER"},
+	{"image", "auto", "", "image build mode: auto (container markers), yes or no"},
 	{"shadow_path", "", "shadow-path", "the shadow binary to install (default: shadow beside cco-install, else /usr/lib/cco/shadow)"},
 	{"lock_timeout", "2m", "lock-timeout", "how long a run waits for another run's lock"},
 	{"progress", "auto", "progress", "download progress: auto, always or never"},
@@ -227,6 +228,7 @@ func (c *Config) decode() error {
 	for name, allowed := range map[string][]string{
 		"claude.managed_file":  {"dropin", "base"},
 		"codex.foreign_policy": {"conflict", "warn"},
+		"image":                {"auto", "yes", "no"},
 	} {
 		if v := c.String(name); !contains(allowed, v) {
 			return c.bad(name, v, "want "+strings.Join(allowed, " or "))

@@ -34,6 +34,9 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("CCO_SHADOW_PATH", shadow)
+			// The test machine may carry container markers (/.dockerenv):
+			// scenarios choose image mode explicitly.
+			env.Setenv("CCO_IMAGE", "no")
 			env.Setenv("ROOT", filepath.Join(env.WorkDir, "root"))
 			return os.MkdirAll(filepath.Join(env.WorkDir, "root"), 0o755)
 		},

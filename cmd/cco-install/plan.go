@@ -58,7 +58,7 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 		return nil, err
 	}
 	run.Logf("shadow binary: %s (%s)", src, why)
-	image := o.image || inContainer()
+	image := o.image || cfg.String("image") == "yes" || cfg.String("image") == "auto" && inContainer()
 	if image {
 		provision.SetNoChown(true)
 		run.Logf("image build: owners are left to the builder, and the shadow checks user namespaces at launch")
