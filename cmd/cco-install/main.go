@@ -196,6 +196,7 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 			return provision.ExitFailed, errors.New("stopped: --force was not confirmed (pass --yes to skip the question)")
 		}
 	}
+	run.AfterStep = afterStep
 	return writeReport(provision.Execute(run, steps), o, stdout)
 }
 
@@ -209,6 +210,10 @@ func writeReport(rep *provision.Report, o *options, stdout io.Writer) (int, erro
 	}
 	return rep.ExitCode(), nil
 }
+
+// afterStep is called after each applied step; only the test binary sets it
+// (to kill the installer between steps in crash-safety tests).
+var afterStep func(id string)
 
 func isTerminal(x any) bool {
 	f, ok := x.(*os.File)

@@ -18,7 +18,17 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"cco-install": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"cco-install": func() {
+			// The crash-safety tests kill the installer right after a step.
+			if id := os.Getenv("CCO_TEST_KILL_AFTER"); id != "" {
+				afterStep = func(step string) {
+					if step == id {
+						syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					}
+				}
+			}
+			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
 }
 
