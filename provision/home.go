@@ -203,3 +203,16 @@ func (h *Home) MoveIn(src, rel string) error {
 	}
 	return nil
 }
+
+// Symlink creates the symlink rel -> target in the home, owned by the user.
+func (h *Home) Symlink(target, rel string) error {
+	p, done, err := h.at(rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := os.Symlink(target, p); err != nil {
+		return h.rewrap(rel, err)
+	}
+	return h.rewrap(rel, chown(p, h.User.UID, h.User.GID))
+}

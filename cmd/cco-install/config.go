@@ -34,6 +34,7 @@ var keys = []key{
 	{"agents", []string{"claude", "codex"}, "agents", "agents whose vendor steps run"},
 	{"users", []string{}, "", "accounts whose homes are checked for vendor installs, besides root and SUDO_USER"},
 	{"image", "auto", "", "image build mode: auto (container markers), yes or no"},
+	{"shared_login_dir", "", "", "a directory (mounted into devcontainers) that holds the agents' login state"},
 	{"shadow_path", "", "shadow-path", "the shadow binary to install (default: shadow beside cco-install, else /usr/lib/cco/shadow)"},
 	{"lock_timeout", "2m", "lock-timeout", "how long a run waits for another run's lock"},
 	{"progress", "auto", "progress", "download progress: auto, always or never"},

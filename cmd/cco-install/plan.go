@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cco-dev/cco/login"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/takeover"
@@ -75,6 +76,9 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 		run.Logf("warning: %s", w)
 	}
 	steps = append(steps, usernsSteps...)
+	if d := cfg.String("shared_login_dir"); d != "" {
+		steps = append(steps, &login.Step{Dir: d, Users: cfg.Users})
+	}
 	for _, a := range knownAgents {
 		steps = append(steps, &provision.File{
 			StepID:     "shadow." + a,
