@@ -93,6 +93,8 @@ type Run struct {
 
 	receiptBytes []byte
 	backupStamp  string
+	// lockDirs are the directories AcquireLock created for the lock.
+	lockDirs []string
 }
 
 // NewRun loads the receipt from root and prepares a run.
@@ -115,6 +117,14 @@ func (run *Run) Logf(format string, args ...any) {
 func (run *Run) SaveReceipt() error {
 	if run.DryRun {
 		return nil
+	}
+	for _, d := range run.lockDirs {
+		if _, ok := run.Receipt.Dirs[d]; !ok {
+			if run.Receipt.Dirs == nil {
+				run.Receipt.Dirs = map[string]DirRecord{}
+			}
+			run.Receipt.Dirs[d] = DirRecord{Step: "state"}
+		}
 	}
 	b, err := run.Receipt.Save(run.Root, run.receiptBytes)
 	run.receiptBytes = b
@@ -164,7 +174,8 @@ func (run *Run) step(s Step, outcome map[string]string) StepReport {
 	sr := StepReport{ID: s.ID(), Name: s.Name()}
 	if n, ok := s.(Needer); ok {
 		for _, dep := range n.Needs() {
-			if st := outcome[dep]; st == StatusFailed || st == StatusSkipped && !run.DryRun {
+			// The same in a dry run: it must predict what an apply does.
+			if st := outcome[dep]; st == StatusFailed || st == StatusSkipped {
 				sr.Status = StatusSkipped
 				sr.Detail = fmt.Sprintf("skipped: it needs %s, which %s", dep, st)
 				return sr

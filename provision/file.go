@@ -97,7 +97,7 @@ func (f *File) Check(run *Run) (Check, error) {
 		c.State, c.Detail = Conflict, fmt.Sprintf("%s is %s, not written by cco: left as it is", f.target(), what)
 		c.Fix = f.Fix
 		if c.Fix == "" {
-			c.Fix = fmt.Sprintf("move it away (or remove it), then run cco-install again")
+			c.Fix = "move it away (or remove it), then run cco-install again"
 		}
 		return c, nil
 	}
@@ -200,6 +200,13 @@ func (f *File) open() (io.ReadCloser, *SourceStamp, error) {
 func (f *File) Apply(run *Run, c Check) (string, error) {
 	d, _ := c.Data.(*fileData)
 	detail := c.Detail
+	// The source first: if it cannot be read, a forced run must fail before
+	// it has moved the edited file away, not after.
+	src, stamp, err := f.open()
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
 	if d != nil && d.backup {
 		where, err := run.Backup(f.target())
 		if err != nil {
@@ -211,11 +218,6 @@ func (f *File) Apply(run *Run, c Check) (string, error) {
 	} else if strings.HasPrefix(detail, "update ") {
 		detail = "updated" + strings.TrimPrefix(detail, "update")
 	}
-	src, stamp, err := f.open()
-	if err != nil {
-		return "", err
-	}
-	defer src.Close()
 	if err := run.MkdirAll(path.Dir(f.target()), 0o755, f.ID()); err != nil {
 		return "", err
 	}
@@ -266,6 +268,14 @@ func (run *Run) MkdirAll(dir string, mode fs.FileMode, step string) error {
 // Backup moves target into this run's backups directory and returns where.
 func (run *Run) Backup(target string) (string, error) {
 	dst := run.BackupDir() + clean(target)
+	// Two forced runs in one second share a backup directory: never let the
+	// second replace the first's backup, which holds someone's edit.
+	for i := 1; ; i++ {
+		if _, err := run.Root.Lstat(dst); err != nil {
+			break
+		}
+		dst = fmt.Sprintf("%s%s.%d", run.BackupDir(), clean(target), i)
+	}
 	if err := run.MkdirAll(path.Dir(dst), 0o700, "backups"); err != nil {
 		return "", err
 	}

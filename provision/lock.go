@@ -18,10 +18,21 @@ const LockPath = StateDir + "/lock"
 type Lock struct{ f *os.File }
 
 // AcquireLock takes the installer's lock, waiting up to timeout for another
-// run to finish; a waiter's error names the holder's pid. The lock dies with the process (flock), so a killed run
-// never leaves a stale lock behind.
+// run to finish; a waiter's error names the holder's pid. The lock dies with
+// the process (flock), so a killed run never leaves a stale lock behind.
+//
+// Once it holds the lock it reloads run's receipt: a receipt read before the
+// lock is stale if another run saved while this one waited, and saving it
+// would lose that run's entries. A dry run takes no lock and creates nothing.
 func AcquireLock(run *Run, timeout time.Duration) (*Lock, error) {
-	if err := run.MkdirAll(StateDir, 0o755, "state"); err != nil {
+	if run.DryRun {
+		return &Lock{}, nil
+	}
+	// Recorded at the next save rather than now: the receipt is reloaded
+	// below, and callers may reload it again.
+	created, err := run.Root.MkdirAll(StateDir, 0o755, SystemUID(), SystemGID())
+	run.lockDirs = append(run.lockDirs, created...)
+	if err != nil {
 		return nil, err
 	}
 	p, done, err := run.Root.at(LockPath)
@@ -54,6 +65,10 @@ func AcquireLock(run *Run, timeout time.Duration) (*Lock, error) {
 			announced = true
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if err := run.Reload(); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return &Lock{f: f}, nil
 }

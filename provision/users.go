@@ -57,10 +57,16 @@ func Users(root *Root) ([]*User, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParsePasswd(b)
+	users, err := ParsePasswd(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", root.HostPath("/etc/passwd"), err)
+	}
+	return users, nil
 }
 
-// ParsePasswd parses passwd(5) lines; malformed lines are an error naming the line.
+// ParsePasswd parses passwd(5) lines; a malformed line is an error naming
+// the line (Users adds the file). Comments, blank lines and NIS "+"/"-"
+// entries are skipped.
 func ParsePasswd(b []byte) ([]*User, error) {
 	var users []*User
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -71,12 +77,15 @@ func ParsePasswd(b []byte) ([]*User, error) {
 		}
 		f := strings.Split(line, ":")
 		if len(f) != 7 {
-			return nil, fmt.Errorf("/etc/passwd line %d: want 7 fields, have %d", n, len(f))
+			return nil, fmt.Errorf("passwd line %d: want 7 fields, have %d: fix or remove the line", n, len(f))
 		}
-		uid, err1 := strconv.Atoi(f[2])
-		gid, err2 := strconv.Atoi(f[3])
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("/etc/passwd line %d: uid or gid is not a number", n)
+		uid, err := strconv.Atoi(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("passwd line %d: uid %q is not a number: fix or remove the line", n, f[2])
+		}
+		gid, err := strconv.Atoi(f[3])
+		if err != nil {
+			return nil, fmt.Errorf("passwd line %d: gid %q is not a number: fix or remove the line", n, f[3])
 		}
 		users = append(users, &User{Name: f[0], UID: uid, GID: gid, Home: f[5], Shell: f[6]})
 	}
