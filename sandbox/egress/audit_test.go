@@ -1,0 +1,235 @@
+package egress
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestAuditConnectEntries(t *testing.T) {
+	f := newFixture(t, Policy{AllowHost: []string{"up.test"}}, map[string]string{"up.test": "127.0.0.1", "lan.test": "10.9.9.9"})
+	_, c := f.connect(t, "up.test")
+	if c == nil {
+		t.Fatal("CONNECT up.test refused")
+	}
+	msg := strings.Repeat("0123456789", 5000)
+	go func() {
+		io.WriteString(c, msg)
+		c.(*net.UnixConn).CloseWrite()
+	}()
+	back, err := io.ReadAll(c)
+	if err != nil || string(back) != msg {
+		t.Fatalf("echo: %d bytes, %v", len(back), err)
+	}
+	resp, c2 := f.connect(t, "lan.test")
+	wantRefused(t, resp, c2, http.StatusForbidden, "private")
+	f.p.Close() // waits for the handlers, so every entry is written
+	es, err := ReadAudit(f.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 2 {
+		t.Fatalf("%d entries: %+v", len(es), es)
+	}
+	// The tunnel's entry is written when its handler finishes, which may be
+	// after the refusal that followed it.
+	ok, no := es[0], es[1]
+	if !ok.Allowed {
+		ok, no = no, ok
+	}
+	target := fmt.Sprintf("up.test:%d", f.port4)
+	if !ok.Allowed || ok.Method != "CONNECT" || ok.Target != target || ok.Addr != f.up4 || ok.Session != "s1" ||
+		ok.Up != int64(len(msg)) || ok.Down != int64(len(msg)) || ok.Time.IsZero() || ok.Duration <= 0 {
+		t.Errorf("allowed entry %+v", ok)
+	}
+	if no.Allowed || no.Target != fmt.Sprintf("lan.test:%d", f.port4) || !strings.Contains(no.Reason, "10.9.9.9, which is private") || no.Up != 0 || no.Down != 0 {
+		t.Errorf("denied entry %+v", no)
+	}
+}
+
+// An absolute-form exchange is counted in wire bytes each way.
+func TestAuditAbsoluteFormBytes(t *testing.T) {
+	const answer = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		cr := &countConn{Conn: c}
+		req, err := http.ReadRequest(bufio.NewReader(cr))
+		if err != nil {
+			got <- -1
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		io.WriteString(c, answer)
+		got <- cr.read
+	}()
+	up := l.Addr().String()
+	port := portOf(t, up)
+	f := newFixture(t, Policy{Ports: []int{port}, AllowHost: []string{"web.test"}}, map[string]string{"web.test": "127.0.0.1"},
+		func(f *fixture) { f.dial.allowed[up] = true })
+	raw := rawExchange(t, f.sock, fmt.Sprintf("PUT http://web.test:%d/x HTTP/1.1\r\nHost: web.test\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody", port))
+	if !strings.HasSuffix(raw, "hello") {
+		t.Fatalf("response %q", raw)
+	}
+	upBytes := <-got
+	f.p.Close()
+	es, err := ReadAudit(f.audit)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("%v %+v", err, es)
+	}
+	if e := es[0]; !e.Allowed || e.Method != "PUT" || e.Up != upBytes || e.Down != int64(len(answer)) {
+		t.Errorf("entry %+v, want up %d down %d", e, upBytes, len(answer))
+	}
+}
+
+func TestAuditRotation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "cco", "egress.log")
+	a, err := OpenAuditLog(path, "rot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.MaxBytes, a.Keep = 2000, 2
+	const n = 100
+	for i := 0; i < n; i++ {
+		if err := a.Record(Entry{Method: "CONNECT", Target: "h" + strconv.Itoa(i) + ".test:443", Allowed: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(path + ".3"); !os.IsNotExist(err) {
+		t.Errorf("%s.3 exists (Keep is 2): %v", path, err)
+	}
+	var seq []int
+	for _, p := range []string{path + ".2", path + ".1", path} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > a.MaxBytes {
+			t.Errorf("%s is %d bytes, over MaxBytes %d", p, fi.Size(), a.MaxBytes)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v", p, fi.Mode())
+		}
+		es, err := ReadAudit(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if e.Session != "rot" {
+				t.Errorf("session %q", e.Session)
+			}
+			k, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(e.Target, "h"), ".test:443"))
+			seq = append(seq, k)
+		}
+	}
+	// The kept files hold the newest entries, oldest first, without a gap.
+	for i := range seq {
+		if seq[i] != n-len(seq)+i {
+			t.Fatalf("kept entries %v are not the newest in order", seq)
+		}
+	}
+	if len(seq) < 10 {
+		t.Errorf("only %d entries kept", len(seq))
+	}
+	if fi, _ := os.Stat(filepath.Dir(path)); fi.Mode().Perm() != 0o700 {
+		t.Errorf("log directory mode %v", fi.Mode())
+	}
+}
+
+// Sessions running at once share the file; rotation by one loses no line
+// of another.
+func TestAuditConcurrentSessions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "egress.log")
+	var logs []*AuditLog
+	for i := 0; i < 3; i++ {
+		a, err := OpenAuditLog(path, "s"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.MaxBytes, a.Keep = 4096, 1000
+		defer a.Close()
+		logs = append(logs, a)
+	}
+	const per = 150
+	var wg sync.WaitGroup
+	for _, a := range logs {
+		for g := 0; g < 2; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < per; i++ {
+					if err := a.Record(Entry{Method: "CONNECT", Target: "x.test:443", Up: int64(i)}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	files, _ := filepath.Glob(path + "*")
+	total := 0
+	for _, p := range files {
+		if strings.HasSuffix(p, ".lock") {
+			continue
+		}
+		es, err := ReadAudit(p)
+		if err != nil {
+			t.Fatal(err) // a torn line would show here
+		}
+		total += len(es)
+	}
+	if want := len(logs) * 2 * per; total != want {
+		t.Errorf("%d entries across %d files, want %d", total, len(files), want)
+	}
+	if len(files) < 3 {
+		t.Errorf("no rotation happened: %v", files)
+	}
+}
+
+func TestAuditOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := OpenAuditLog("rel/egress.log", "s"); err == nil || !strings.Contains(err.Error(), "not an absolute path") {
+		t.Errorf("relative path: %v", err)
+	}
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o600)
+	if _, err := OpenAuditLog(filepath.Join(file, "egress.log"), "s"); err == nil || !strings.Contains(err.Error(), file) {
+		t.Errorf("parent is a file: %v", err)
+	}
+	link := filepath.Join(dir, "egress.log")
+	os.Symlink(filepath.Join(dir, "elsewhere"), link)
+	if _, err := OpenAuditLog(link, "s"); err == nil || !strings.Contains(err.Error(), link) {
+		t.Errorf("symlinked log: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "elsewhere")); !os.IsNotExist(err) {
+		t.Error("opening followed the symlink")
+	}
+	a, err := OpenAuditLog(filepath.Join(dir, "ok.log"), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if err := a.Record(Entry{Time: time.Now()}); err == nil {
+		t.Error("Record after Close succeeded")
+	}
+}

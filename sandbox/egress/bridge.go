@@ -1,0 +1,160 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+)
+
+// Bridge, inside the jail, carries each TCP connection to 127.0.0.1:<port>
+// to the proxy's unix socket. It lives in the process that started it: the
+// in-jail helper must stay the agent's parent (it does, to relay the pty),
+// since an exec would end it.
+type Bridge struct {
+	// Addr is where the agent's proxy variables point.
+	Addr netip.AddrPort
+
+	socket string
+	ln     net.Listener
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+	once   sync.Once
+	stop   chan struct{}
+}
+
+// StartBridge checks that the proxy answers on socketPath, listens on
+// 127.0.0.1 (a free port) and returns once listening. Any failure is an
+// error: the agent must then not start.
+func StartBridge(ctx context.Context, socketPath string) (*Bridge, error) {
+	fi, err := os.Stat(socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("egress bridge: the proxy socket: %w (the launcher must bind the egress runtime directory into the jail)", err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return nil, fmt.Errorf("egress bridge: %s is not a unix socket (mode %v)", socketPath, fi.Mode())
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	probe, err := (&net.Dialer{}).DialContext(pctx, "unix", socketPath)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("egress bridge: the proxy does not answer on %s: %w", socketPath, err)
+	}
+	probe.Close()
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("egress bridge: listening on 127.0.0.1: %w", err)
+	}
+	addr, err := netip.ParseAddrPort(ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("egress bridge: listener address %s: %w", ln.Addr(), err)
+	}
+	b := &Bridge{Addr: addr, socket: socketPath, ln: ln, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
+	b.wg.Add(1)
+	go b.accept()
+	go func() {
+		select {
+		case <-ctx.Done():
+			b.Close()
+		case <-b.stop:
+		}
+	}()
+	return b, nil
+}
+
+func (b *Bridge) accept() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			if b.isClosed() {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			c.Close()
+			return
+		}
+		b.conns[c] = struct{}{}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		go func() {
+			defer b.wg.Done()
+			defer b.remove(c)
+			u, err := net.Dial("unix", b.socket)
+			if err != nil {
+				// Fail closed: the agent sees a reset, never a way around.
+				return
+			}
+			if !b.add(u) {
+				u.Close()
+				return
+			}
+			defer b.remove(u)
+			relay(c, u)
+		}()
+	}
+}
+
+func (b *Bridge) add(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.conns[c] = struct{}{}
+	return true
+}
+
+func (b *Bridge) remove(c net.Conn) {
+	c.Close()
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.mu.Unlock()
+}
+
+func (b *Bridge) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// Close stops listening, cuts every bridged connection and waits for them.
+func (b *Bridge) Close() error {
+	var err error
+	b.once.Do(func() {
+		close(b.stop)
+		b.mu.Lock()
+		b.closed = true
+		err = b.ln.Close()
+		for c := range b.conns {
+			c.Close()
+		}
+		b.mu.Unlock()
+		b.wg.Wait()
+	})
+	return err
+}
+
+// ProxyEnv is the environment that points an agent at the bridge: the
+// proxy variables in both cases, and NO_PROXY for the jail's own loopback.
+func ProxyEnv(addr netip.AddrPort) []string {
+	u := "http://" + addr.String()
+	const none = "localhost,127.0.0.1,::1"
+	return []string{
+		"HTTPS_PROXY=" + u, "https_proxy=" + u,
+		"HTTP_PROXY=" + u, "http_proxy=" + u,
+		"ALL_PROXY=" + u, "all_proxy=" + u,
+		"NO_PROXY=" + none, "no_proxy=" + none,
+	}
+}

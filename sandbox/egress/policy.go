@@ -1,0 +1,386 @@
+// Package egress is the jail's network policy: a fail-closed, name-aware
+// proxy on the host side of a jail that runs with its own empty network
+// namespace (bwrap --unshare-net, only lo inside).
+//
+// The pieces, in the order a launch uses them:
+//   - ParsePolicy turns the sandbox.toml keys (egress, egress_allow,
+//     allow_host, allow_ip, egress_ports, egress_log) into a Policy;
+//   - StartHost runs a Proxy on a unix socket in a fresh mode-0700 runtime
+//     directory, which the launcher binds into the jail;
+//   - StartBridge, inside the jail, listens on 127.0.0.1 and carries each
+//     connection to that socket; ProxyEnv points the agent at it.
+//
+// The proxy resolves names itself, refuses every destination that is not
+// globally routable unicast (or is one of the host's own addresses) unless
+// allow_host/allow_ip punch a hole, and dials exactly the addresses it
+// checked. Every decision lands in the AuditLog.
+package egress
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Policy modes (the sandbox.toml key egress).
+const (
+	ModePublic    = "public"
+	ModeAllowlist = "allowlist"
+	ModeOff       = "off"
+)
+
+// DefaultPorts are the egress_ports when the key is not set.
+var DefaultPorts = []int{80, 443}
+
+// Policy is what the proxy enforces.
+type Policy struct {
+	Mode      string         // "public" (default) | "allowlist" | "off"
+	Allow     []string       // egress_allow: domains and "*.suffix" wildcards (allowlist mode)
+	AllowHost []string       // allow_host: names exempt from the address check
+	AllowIP   []netip.Prefix // allow_ip: addresses/CIDRs exempt from the address check
+	Ports     []int          // egress_ports, default [80, 443]
+	// LogPath is egress_log: the audit log the host side writes
+	// (default ~/.local/state/cco/egress.log).
+	LogPath string
+}
+
+// Keys are the sandbox.toml keys ParsePolicy reads; others are ignored.
+var Keys = []string{"egress", "egress_allow", "allow_host", "allow_ip", "egress_ports", "egress_log"}
+
+// commonAllow is what every agent needs besides its vendor: package
+// registries and forges.
+var commonAllow = []string{
+	// forges
+	"github.com", "*.github.com", "*.githubusercontent.com", "gitlab.com", "*.gitlab.com",
+	"bitbucket.org", "codeberg.org",
+	// package registries
+	"registry.npmjs.org", "registry.yarnpkg.com",
+	"pypi.org", "files.pythonhosted.org",
+	"proxy.golang.org", "sum.golang.org", "index.golang.org",
+	"crates.io", "index.crates.io", "static.crates.io",
+	"rubygems.org", "index.rubygems.org",
+	"repo.maven.apache.org", "repo1.maven.org",
+	"deb.debian.org", "security.debian.org",
+}
+
+var vendorAllow = map[string][]string{
+	"claude": {
+		"api.anthropic.com", "console.anthropic.com", "statsig.anthropic.com",
+		"claude.ai", "platform.claude.com",
+	},
+	"codex": {
+		"api.openai.com", "auth.openai.com", "chatgpt.com", "*.chatgpt.com",
+	},
+}
+
+// DefaultAllow is the shipped allowlist for an agent ("claude", "codex"):
+// its vendor's endpoints plus package registries and forges. An unknown
+// agent gets only the registries and forges.
+func DefaultAllow(agent string) []string {
+	return append(slices.Clone(vendorAllow[agent]), commonAllow...)
+}
+
+// ParsePolicy builds a Policy from the top-level table of /etc/cco/sandbox.toml
+// as any TOML decoder returns it (strings, int64 or int, and []any or typed
+// slices). agent picks the default allowlist; home expands egress_log's
+// default and a leading "~/". A bad value is an error naming the key and the
+// fix. egress_allow, when set, replaces the defaults; allow_host and allow_ip
+// add to whatever mode is in force.
+func ParsePolicy(keys map[string]any, agent, home string) (Policy, error) {
+	if _, ok := vendorAllow[agent]; !ok {
+		return Policy{}, fmt.Errorf("egress: unknown agent %q (known: claude, codex)", agent)
+	}
+	p := Policy{Mode: ModePublic, Ports: slices.Clone(DefaultPorts)}
+	if v, ok := keys["egress"]; ok {
+		s, ok := v.(string)
+		if !ok {
+			return Policy{}, fmt.Errorf("egress: want a string (public, allowlist or off), got %T", v)
+		}
+		switch s {
+		case ModePublic, ModeAllowlist, ModeOff:
+			p.Mode = s
+		default:
+			return Policy{}, fmt.Errorf("egress: %q is not one of public, allowlist, off", s)
+		}
+	}
+	p.Allow = DefaultAllow(agent)
+	if v, ok := keys["egress_allow"]; ok {
+		list, err := stringList("egress_allow", v)
+		if err != nil {
+			return Policy{}, err
+		}
+		if p.Allow, err = hostRules("egress_allow", list); err != nil {
+			return Policy{}, err
+		}
+	}
+	if v, ok := keys["allow_host"]; ok {
+		list, err := stringList("allow_host", v)
+		if err != nil {
+			return Policy{}, err
+		}
+		if p.AllowHost, err = hostRules("allow_host", list); err != nil {
+			return Policy{}, err
+		}
+	}
+	if v, ok := keys["allow_ip"]; ok {
+		list, err := stringList("allow_ip", v)
+		if err != nil {
+			return Policy{}, err
+		}
+		for _, s := range list {
+			pfx, err := parseAllowIP(s)
+			if err != nil {
+				return Policy{}, err
+			}
+			p.AllowIP = append(p.AllowIP, pfx)
+		}
+	}
+	if v, ok := keys["egress_ports"]; ok {
+		ports, err := portList(v)
+		if err != nil {
+			return Policy{}, err
+		}
+		p.Ports = ports
+	}
+	var err error
+	if p.LogPath, err = logPath(keys["egress_log"], home); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}
+
+func stringList(key string, v any) ([]string, error) {
+	switch l := v.(type) {
+	case []string:
+		return l, nil
+	case []any:
+		out := make([]string, 0, len(l))
+		for i, e := range l {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("%s[%d]: want a string, got %T (%v)", key, i, e, e)
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%s: want a list of strings, got %T", key, v)
+}
+
+// hostRules validates names and "*.suffix" wildcards and normalises them
+// (lower case, no trailing dot).
+func hostRules(key string, list []string) ([]string, error) {
+	out := make([]string, 0, len(list))
+	for _, raw := range list {
+		s := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(raw)), ".")
+		name := strings.TrimPrefix(s, "*.")
+		switch {
+		case s == "" || s == "*":
+			return nil, fmt.Errorf("%s: %q matches everything; use egress = \"public\" instead", key, raw)
+		case strings.Contains(s, "://") || strings.ContainsAny(s, "/:"):
+			return nil, fmt.Errorf("%s: %q is not a host name; write only the name (\"example.com\"), ports go in egress_ports", key, raw)
+		case isIPLiteral(name):
+			return nil, fmt.Errorf("%s: %q is an address; put addresses in allow_ip", key, raw)
+		case strings.Contains(name, "*"):
+			return nil, fmt.Errorf("%s: %q: a wildcard is allowed only as a leading \"*.\"", key, raw)
+		case !validName(name):
+			return nil, fmt.Errorf("%s: %q is not a valid host name", key, raw)
+		case name != s && !strings.Contains(name, "."):
+			return nil, fmt.Errorf("%s: %q covers a whole top-level domain; name a registered domain (\"*.example.com\")", key, raw)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func isIPLiteral(s string) bool {
+	_, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	return err == nil
+}
+
+func validName(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func parseAllowIP(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("allow_ip: %q is not an address or CIDR: %w", s, err)
+		}
+		if pfx.Addr().Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("allow_ip: %q: zones are not allowed", s)
+		}
+		if m := pfx.Masked(); m != pfx {
+			return netip.Prefix{}, fmt.Errorf("allow_ip: %q has host bits set; did you mean %s?", s, m)
+		}
+		return unmapPrefix(pfx), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("allow_ip: %q is not an address or CIDR (\"10.1.2.3\", \"10.1.0.0/16\", \"fd00::/8\")", s)
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("allow_ip: %q: zones are not allowed", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// unmapPrefix turns ::ffff:10.0.0.0/104 into 10.0.0.0/8, so that the hole
+// matches the unmapped addresses the proxy compares against.
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p
+}
+
+func portList(v any) ([]int, error) {
+	var raw []any
+	switch l := v.(type) {
+	case []any:
+		raw = l
+	case []int:
+		for _, e := range l {
+			raw = append(raw, e)
+		}
+	case []int64:
+		for _, e := range l {
+			raw = append(raw, e)
+		}
+	default:
+		return nil, fmt.Errorf("egress_ports: want a list of port numbers, got %T", v)
+	}
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("egress_ports: the list is empty; to cut the network use egress = \"off\"")
+	}
+	out := make([]int, 0, len(raw))
+	for i, e := range raw {
+		var n int64
+		switch x := e.(type) {
+		case int:
+			n = int64(x)
+		case int64:
+			n = x
+		default:
+			return nil, fmt.Errorf("egress_ports[%d]: want a port number, got %T (%v)", i, e, e)
+		}
+		if n < 1 || n > 65535 {
+			return nil, fmt.Errorf("egress_ports[%d]: %d is not a port (1-65535)", i, n)
+		}
+		if !slices.Contains(out, int(n)) {
+			out = append(out, int(n))
+		}
+	}
+	return out, nil
+}
+
+func logPath(v any, home string) (string, error) {
+	s := ""
+	if v != nil {
+		var ok bool
+		if s, ok = v.(string); !ok {
+			return "", fmt.Errorf("egress_log: want a path string, got %T", v)
+		}
+	}
+	if s == "" {
+		s = "~/.local/state/cco/egress.log"
+	}
+	if rest, ok := strings.CutPrefix(s, "~/"); ok {
+		if home == "" || !filepath.IsAbs(home) {
+			return "", fmt.Errorf("egress_log: %q needs the home directory, and %q is not an absolute path", s, home)
+		}
+		s = filepath.Join(home, rest)
+	}
+	if !filepath.IsAbs(s) {
+		return "", fmt.Errorf("egress_log: %q is not absolute; write an absolute path or one starting with ~/", s)
+	}
+	return filepath.Clean(s), nil
+}
+
+// matchRule reports whether host (normalised) matches a rule: an exact name,
+// or "*.suffix", which matches names below suffix but not suffix itself.
+func matchRule(rules []string, host string) bool {
+	for _, r := range rules {
+		if suffix, ok := strings.CutPrefix(r, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) {
+				return true
+			}
+		} else if host == r {
+			return true
+		}
+	}
+	return false
+}
+
+// OffBanner is what a launch with egress = "off" must print, every time.
+func OffBanner() string {
+	return "" +
+		"************************************************************************\n" +
+		"*  cco: EGRESS IS OFF (egress = \"off\" in /etc/cco/sandbox.toml)        *\n" +
+		"*  This session has NO NETWORK at all: no vendor API, no registries,   *\n" +
+		"*  no forges. The agent will fail to reach its service.                *\n" +
+		"*  To restore it, set egress = \"public\" or \"allowlist\".                *\n" +
+		"************************************************************************\n"
+}
+
+// Summary is the one-line description of a policy for status output.
+func (p Policy) Summary() string {
+	switch p.mode() {
+	case ModeOff:
+		return "egress off: no network in the jail"
+	case ModeAllowlist:
+		return fmt.Sprintf("egress allowlist: %d rules, %d allow_host, %d allow_ip, ports %v",
+			len(p.Allow), len(p.AllowHost), len(p.AllowIP), p.ports())
+	}
+	return fmt.Sprintf("egress public: any globally routable destination, %d allow_host, %d allow_ip, ports %v",
+		len(p.AllowHost), len(p.AllowIP), p.ports())
+}
+
+func (p Policy) mode() string {
+	if p.Mode == "" {
+		return ModePublic
+	}
+	return p.Mode
+}
+
+func (p Policy) ports() []int {
+	if len(p.Ports) == 0 {
+		return DefaultPorts
+	}
+	return p.Ports
+}
+
+// validate checks a Policy built by hand (ParsePolicy's output always passes).
+func (p Policy) validate() error {
+	switch p.mode() {
+	case ModePublic, ModeAllowlist:
+	case ModeOff:
+		return fmt.Errorf("egress is off: the jail gets no network and no proxy runs")
+	default:
+		return fmt.Errorf("egress: mode %q is not one of public, allowlist, off", p.Mode)
+	}
+	for _, n := range p.ports() {
+		if n < 1 || n > 65535 {
+			return fmt.Errorf("egress_ports: %d is not a port (1-65535)", n)
+		}
+	}
+	return nil
+}

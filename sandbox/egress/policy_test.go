@@ -1,0 +1,185 @@
+package egress
+
+import (
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParsePolicyDefaults(t *testing.T) {
+	for _, agent := range []string{"claude", "codex"} {
+		p, err := ParsePolicy(map[string]any{"workspace_root": "", "forge": []any{"github"}}, agent, "/home/u")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Mode != ModePublic {
+			t.Errorf("%s: mode %q, want public", agent, p.Mode)
+		}
+		if !reflect.DeepEqual(p.Ports, []int{80, 443}) {
+			t.Errorf("%s: ports %v, want [80 443]", agent, p.Ports)
+		}
+		if p.LogPath != "/home/u/.local/state/cco/egress.log" {
+			t.Errorf("%s: log %q", agent, p.LogPath)
+		}
+		if !reflect.DeepEqual(p.Allow, DefaultAllow(agent)) {
+			t.Errorf("%s: allow %v, want the defaults", agent, p.Allow)
+		}
+		if p.AllowHost != nil || p.AllowIP != nil {
+			t.Errorf("%s: holes by default: %v %v", agent, p.AllowHost, p.AllowIP)
+		}
+	}
+}
+
+func TestDefaultAllow(t *testing.T) {
+	claude, codex := DefaultAllow("claude"), DefaultAllow("codex")
+	for _, want := range []string{"api.anthropic.com", "registry.npmjs.org", "github.com", "proxy.golang.org", "pypi.org"} {
+		if !slices.Contains(claude, want) {
+			t.Errorf("claude defaults lack %s", want)
+		}
+	}
+	for _, want := range []string{"api.openai.com", "auth.openai.com", "chatgpt.com", "registry.npmjs.org", "github.com"} {
+		if !slices.Contains(codex, want) {
+			t.Errorf("codex defaults lack %s", want)
+		}
+	}
+	if slices.Contains(claude, "api.openai.com") || slices.Contains(codex, "api.anthropic.com") {
+		t.Error("an agent's defaults include the other vendor")
+	}
+	// Every shipped rule must pass the same validation as an operator's.
+	for _, agent := range []string{"claude", "codex"} {
+		if _, err := hostRules("egress_allow", DefaultAllow(agent)); err != nil {
+			t.Errorf("%s defaults: %v", agent, err)
+		}
+	}
+	// The defaults are a copy: changing one result does not change the next.
+	claude[0] = "evil.example"
+	if DefaultAllow("claude")[0] == "evil.example" {
+		t.Error("DefaultAllow shares its backing array")
+	}
+}
+
+func TestParsePolicyValues(t *testing.T) {
+	p, err := ParsePolicy(map[string]any{
+		"egress":       "allowlist",
+		"egress_allow": []any{"Example.COM.", "*.corp.example"},
+		"allow_host":   []string{"git.internal.example"},
+		"allow_ip":     []any{"10.1.2.3", "10.8.0.0/16", "fd00::/8", "::ffff:192.168.0.0/112"},
+		"egress_ports": []any{int64(443), int64(8443), int64(443)},
+		"egress_log":   "~/logs/e.log",
+	}, "codex", "/home/u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Policy{
+		Mode:      ModeAllowlist,
+		Allow:     []string{"example.com", "*.corp.example"},
+		AllowHost: []string{"git.internal.example"},
+		AllowIP: []netip.Prefix{netip.MustParsePrefix("10.1.2.3/32"), netip.MustParsePrefix("10.8.0.0/16"),
+			netip.MustParsePrefix("fd00::/8"), netip.MustParsePrefix("192.168.0.0/16")},
+		Ports:   []int{443, 8443},
+		LogPath: "/home/u/logs/e.log",
+	}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("got  %+v\nwant %+v", p, want)
+	}
+	p, err = ParsePolicy(map[string]any{"egress": "off", "egress_ports": []int{22}, "egress_log": "/var/log/x.log"}, "claude", "")
+	if err != nil || p.Mode != ModeOff || !reflect.DeepEqual(p.Ports, []int{22}) || p.LogPath != "/var/log/x.log" {
+		t.Errorf("off: %+v, %v", p, err)
+	}
+}
+
+func TestParsePolicyErrors(t *testing.T) {
+	for _, tc := range []struct {
+		keys  map[string]any
+		agent string
+		want  string
+	}{
+		{map[string]any{}, "cursor", `unknown agent "cursor"`},
+		{map[string]any{"egress": "none"}, "claude", `egress: "none" is not one of public, allowlist, off`},
+		{map[string]any{"egress": true}, "claude", "egress: want a string"},
+		{map[string]any{"egress_allow": "example.com"}, "claude", "egress_allow: want a list of strings"},
+		{map[string]any{"egress_allow": []any{1}}, "claude", "egress_allow[0]: want a string"},
+		{map[string]any{"egress_allow": []any{"*"}}, "claude", `egress_allow: "*" matches everything`},
+		{map[string]any{"egress_allow": []any{"https://example.com"}}, "claude", "not a host name"},
+		{map[string]any{"egress_allow": []any{"example.com:443"}}, "claude", "ports go in egress_ports"},
+		{map[string]any{"egress_allow": []any{"10.0.0.1"}}, "claude", "put addresses in allow_ip"},
+		{map[string]any{"egress_allow": []any{"a.*.example"}}, "claude", `only as a leading "*."`},
+		{map[string]any{"egress_allow": []any{"*.com"}}, "claude", "whole top-level domain"},
+		{map[string]any{"egress_allow": []any{"bad_name!.com"}}, "claude", "not a valid host name"},
+		{map[string]any{"allow_host": []any{"-x.example"}}, "claude", "allow_host:"},
+		{map[string]any{"allow_ip": []any{"10.0.0.1/8"}}, "claude", "did you mean 10.0.0.0/8"},
+		{map[string]any{"allow_ip": []any{"intranet"}}, "claude", `allow_ip: "intranet" is not an address or CIDR`},
+		{map[string]any{"allow_ip": []any{"10.0.0.0/33"}}, "claude", "allow_ip:"},
+		{map[string]any{"allow_ip": []any{"fe80::1%eth0"}}, "claude", "zones are not allowed"},
+		{map[string]any{"egress_ports": []any{}}, "claude", `egress_ports: the list is empty; to cut the network use egress = "off"`},
+		{map[string]any{"egress_ports": []any{int64(0)}}, "claude", "egress_ports[0]: 0 is not a port"},
+		{map[string]any{"egress_ports": []any{int64(70000)}}, "claude", "70000 is not a port"},
+		{map[string]any{"egress_ports": []any{"443"}}, "claude", "egress_ports[0]: want a port number"},
+		{map[string]any{"egress_ports": 443}, "claude", "egress_ports: want a list"},
+		{map[string]any{"egress_log": "logs/e.log"}, "claude", "egress_log: \"logs/e.log\" is not absolute"},
+		{map[string]any{"egress_log": 5}, "claude", "egress_log: want a path string"},
+		{map[string]any{"egress_log": "~/e.log"}, "claude-no-home", "needs the home directory"},
+	} {
+		agent, home := tc.agent, "/home/u"
+		if agent == "claude-no-home" {
+			agent, home = "claude", ""
+		}
+		_, err := ParsePolicy(tc.keys, agent, home)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want it to contain %q", tc.keys, err, tc.want)
+		}
+	}
+}
+
+func TestMatchRule(t *testing.T) {
+	rules := []string{"exact.example", "*.wild.example"}
+	for host, want := range map[string]bool{
+		"exact.example":       true,
+		"sub.exact.example":   false,
+		"a.wild.example":      true,
+		"a.b.wild.example":    true,
+		"wild.example":        false, // "*.x" is below x, not x itself
+		"evilwild.example":    false,
+		"wild.example.evil":   false,
+		"exact.example.other": false,
+	} {
+		if got := matchRule(rules, host); got != want {
+			t.Errorf("matchRule(%s) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+func TestOffBannerAndSummary(t *testing.T) {
+	b := OffBanner()
+	for _, want := range []string{"EGRESS IS OFF", "NO NETWORK", `egress = "off"`, "/etc/cco/sandbox.toml"} {
+		if !strings.Contains(b, want) {
+			t.Errorf("the off banner lacks %q:\n%s", want, b)
+		}
+	}
+	if s := (Policy{Mode: ModeOff}).Summary(); !strings.Contains(s, "egress off") {
+		t.Errorf("off summary %q", s)
+	}
+	if s := (Policy{}).Summary(); !strings.Contains(s, "egress public") || !strings.Contains(s, "[80 443]") {
+		t.Errorf("default summary %q", s)
+	}
+	if s := (Policy{Mode: ModeAllowlist, Allow: []string{"a.example"}, Ports: []int{443}}).Summary(); !strings.Contains(s, "allowlist: 1 rules") {
+		t.Errorf("allowlist summary %q", s)
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	if err := (Policy{Mode: ModeOff}).validate(); err == nil || !strings.Contains(err.Error(), "off") {
+		t.Errorf("off validated: %v", err)
+	}
+	if err := (Policy{Mode: "open"}).validate(); err == nil || !strings.Contains(err.Error(), `"open"`) {
+		t.Errorf("bad mode validated: %v", err)
+	}
+	if err := (Policy{Ports: []int{0}}).validate(); err == nil {
+		t.Error("port 0 validated")
+	}
+	if err := (Policy{}).validate(); err != nil {
+		t.Errorf("zero policy: %v", err)
+	}
+}
