@@ -119,6 +119,12 @@ func (f *File) Check(run *Run) (Check, error) {
 			settle(entry.CtimeNS)
 		}
 	}
+	if current != entry.SHA256 && entry.Pending != "" && current == entry.Pending {
+		// A run was killed after renaming these bytes into place and before
+		// recording them: they are ours.
+		entry.SHA256, entry.Pending = current, ""
+		entry.Stamp(fi)
+	}
 	if current != entry.SHA256 {
 		if f.KeepExisting {
 			c.State, c.Detail = Done, fmt.Sprintf("%s was edited after cco wrote it: left as it is", f.target())
@@ -127,7 +133,11 @@ func (f *File) Check(run *Run) (Check, error) {
 		c.State, c.Forceable = Conflict, true
 		c.Detail = fmt.Sprintf("%s was edited after cco wrote it (sha256 %s, cco wrote %s): left as it is", f.target(), short(current), short(entry.SHA256))
 		c.Fix = "undo the edit, or pass --force to replace it (the edited bytes are kept under " + StateDir + "/backups)"
-		c.Data = &fileData{backup: true}
+		sum, _, err := f.desired(run, entry)
+		if err != nil {
+			return c, err
+		}
+		c.Data = &fileData{backup: true, desiredSum: sum}
 		if run.Diff {
 			c.Diff = f.diff(run, fi)
 		}
@@ -221,8 +231,14 @@ func (f *File) Apply(run *Run, c Check) (string, error) {
 	if err := run.MkdirAll(path.Dir(f.target()), 0o755, f.ID()); err != nil {
 		return "", err
 	}
+	if d != nil && d.desiredSum != "" {
+		if err := run.markPending(f.target(), d.desiredSum, f.ID()); err != nil {
+			return "", err
+		}
+	}
 	h := sha256.New()
 	if err := run.Root.WriteFile(f.target(), io.TeeReader(src, h), f.mode(), f.UID, f.GID); err != nil {
+		run.dropPending(f.target())
 		return "", err
 	}
 	if err := run.Record(f.target(), KindFile, hex.EncodeToString(h.Sum(nil)), f.ID()); err != nil {
@@ -230,6 +246,29 @@ func (f *File) Apply(run *Run, c Check) (string, error) {
 	}
 	run.Receipt.Paths[f.target()].Source = stamp
 	return detail, nil
+}
+
+// markPending saves, before a file is replaced, the hash of the bytes about
+// to replace it (see Entry.Pending).
+func (run *Run) markPending(target, sum, step string) error {
+	e := run.Receipt.Paths[target]
+	if e == nil {
+		e = &Entry{Kind: KindFile, Step: step, Version: Version}
+		run.Receipt.Paths[target] = e
+	}
+	e.Pending = sum
+	return run.SaveReceipt()
+}
+
+// dropPending withdraws a pending mark after a failed write.
+func (run *Run) dropPending(target string) {
+	if e := run.Receipt.Paths[target]; e != nil {
+		if e.SHA256 == "" {
+			delete(run.Receipt.Paths, target)
+		} else {
+			e.Pending = ""
+		}
+	}
 }
 
 // Record stamps an owned path into the receipt from what is now on disk.

@@ -68,6 +68,10 @@ type Entry struct {
 	CtimeNS int64  `json:"ctime_ns,omitempty"`
 	Step    string `json:"step"`
 	Version string `json:"cco_version"`
+	// Pending is the sha256 of bytes an apply is about to rename into place.
+	// It is saved before the rename, so a run killed between the rename and
+	// the receipt's update still knows the new bytes are its own.
+	Pending string `json:"pending_sha256,omitempty"`
 	// Source identifies the file the bytes were copied from (its path and
 	// stat), so that an unchanged source need not be re-hashed either.
 	Source *SourceStamp `json:"source,omitempty"`
