@@ -1,16 +1,170 @@
 // Package guard holds the agents' SessionStart verifier and UserPromptSubmit
-// gate, which the vendors' managed policy makes every agent run.
+// gate, which the vendors' managed policy makes every agent run, the /bin/sh
+// scripts that call them, and the checks that tell `cco-install status`
+// whether that wiring is still in place.
+//
+// Inside a cco jail the gate lets prompts through and the verifier reports
+// what it checked; outside one the gate blocks every prompt and names the fix.
+// "Inside" is decided by sandbox.ProbeJail alone, never by anything the user
+// or the agent can set.
 package guard
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
+
+	"github.com/cco-dev/cco/sandbox"
+)
+
+// Target-system paths of the guard.
+const (
+	// Dir holds the guard scripts: off PATH, root-owned, read-only in a jail.
+	Dir = "/usr/libexec/cco/guard"
+	// SessionStartScript is the SessionStart verifier's script.
+	SessionStartScript = Dir + "/session-start"
+	// PromptGateScript is the UserPromptSubmit gate's script.
+	PromptGateScript = Dir + "/prompt-gate"
+	// HelperPath is the shadow binary's helper name; the scripts run
+	// `HelperPath guard <hook> <agent>`.
+	HelperPath = "/usr/libexec/cco/sandbox-helper"
+	// ShadowDir is where the shadow is installed as claude and codex.
+	ShadowDir = "/usr/local/bin"
+	// AllowUnwrappedPath is the operator's escape hatch: when this root-owned
+	// file exists, the gate warns instead of blocking.
+	AllowUnwrappedPath = "/etc/cco/allow-unwrapped"
+)
+
+// Hook names, as the scripts pass them to the helper.
+const (
+	HookSessionStart = "session-start"
+	HookPromptGate   = "prompt-gate"
+)
+
+// Agents are the agents the guard knows how to answer.
+var Agents = []string{"claude", "codex"}
+
+// maxInput bounds what the hook reads from stdin: a prompt may be large, but
+// not unbounded.
+const maxInput = 32 << 20
+
+// Command is the hook command line a policy file names for hook and agent.
+// The agent's name travels as an argument so that the guard answers in the
+// form that agent understands; both agents run hook commands through a shell.
+func Command(hook, agent string) string {
+	return ScriptPath(hook) + " " + agent
+}
+
+// ScriptPath is the target-system path of hook's script.
+func ScriptPath(hook string) string {
+	return Dir + "/" + hook
+}
+
+// hookInput is the part of the agents' hook JSON that the guard uses. Both
+// agents send session_id, cwd and hook_event_name; only Codex sends turn_id
+// and model, which is how an argument-less call is told apart.
+type hookInput struct {
+	SessionID     string `json:"session_id"`
+	HookEventName string `json:"hook_event_name"`
+	Cwd           string `json:"cwd"`
+	Source        string `json:"source"`
+	Prompt        string `json:"prompt"`
+	TurnID        string `json:"turn_id"`
+	Model         string `json:"model"`
+}
+
+// Test seams: where the guard looks. Production never changes them; no
+// environment variable can.
+var (
+	probeJail = sandbox.ProbeJail
+	sysRoot   = "/"
+	hatchPath = AllowUnwrappedPath
 )
 
 // Run answers one hook invocation ("session-start" or "prompt-gate") for the
-// agent that called it; it returns the process's exit code. The gate fails
-// closed: any error blocks (exit 2 with a reason on stderr).
+// agent named in args[0] (inferred from the input when absent); it returns
+// the process's exit code. The gate fails closed: any error, even a panic,
+// blocks (exit 2 with a reason on stderr), because both agents let a prompt
+// through on any other failure.
 func Run(hook string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "cco guard: not built yet; blocking")
-	return 2
+	code := 2
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				fmt.Fprintf(stderr, "cco guard: internal error (%v): blocking; run `sudo cco-install status` and report this\n", r)
+				code = 2
+			}
+		}()
+		code = run(hook, args, stdin, stdout, stderr)
+	}()
+	return code
+}
+
+func run(hook string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	switch hook {
+	case HookPromptGate, HookSessionStart:
+	default:
+		fmt.Fprintf(stderr, "cco guard: unknown hook %q (want %s or %s): blocking; the policy file names the wrong command, run `sudo cco-install`\n", hook, HookSessionStart, HookPromptGate)
+		return 2
+	}
+	in, agent, err := readInput(args, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "cco guard: %v: blocking; run `sudo cco-install status`\n", err)
+		return 2
+	}
+	if hook == HookPromptGate {
+		return gate(agent, stdout, stderr)
+	}
+	return verify(in, agent, stdout, stderr)
+}
+
+func readInput(args []string, stdin io.Reader) (hookInput, string, error) {
+	var in hookInput
+	if len(args) > 1 {
+		return in, "", fmt.Errorf("too many arguments %q (want one agent name)", args)
+	}
+	if stdin == nil {
+		return in, "", errors.New("no hook input on stdin")
+	}
+	b, err := io.ReadAll(io.LimitReader(stdin, maxInput+1))
+	if err != nil {
+		return in, "", fmt.Errorf("reading the hook input: %w", err)
+	}
+	if len(b) > maxInput {
+		return in, "", fmt.Errorf("the hook input is larger than %d bytes", maxInput)
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return in, "", fmt.Errorf("the hook input is not the JSON object the agents send (%v)", err)
+	}
+	agent := ""
+	if len(args) == 1 {
+		agent = args[0]
+	} else if in.TurnID != "" || in.Model != "" {
+		agent = "codex"
+	} else {
+		agent = "claude"
+	}
+	if !knownAgent(agent) {
+		return in, "", fmt.Errorf("unknown agent %q (want %s)", agent, strings.Join(Agents, " or "))
+	}
+	return in, agent, nil
+}
+
+func knownAgent(a string) bool {
+	for _, k := range Agents {
+		if a == k {
+			return true
+		}
+	}
+	return false
+}
+
+// systemMessage writes the JSON form both agents show to the user.
+func systemMessage(w io.Writer, msg string) {
+	b, _ := json.Marshal(struct {
+		SystemMessage string `json:"systemMessage"`
+	}{msg})
+	fmt.Fprintf(w, "%s\n", b)
 }
