@@ -1,0 +1,232 @@
+// Package vendorfetch obtains the vendors' agent releases (Claude Code and
+// Codex) and installs them off PATH under /usr/libexec/cco: it resolves a
+// channel or a pinned version, downloads from the vendor's store, a mirror
+// or an offline bundle (streamed to disk through the hash, retried, resumed
+// with Range), verifies every byte (size, sha256, the manifest's OpenPGP
+// signature when a key is configured) before anything is placed, unpacks
+// archives with the safe extractor of vendorfetch/extract, and switches a
+// relative `current` link atomically. Each agent is one provision step, so
+// one agent's failure never costs the other.
+package vendorfetch
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/cco-dev/cco/vendorfetch/extract"
+)
+
+// VendorFingerprint is the fingerprint of Anthropic's Claude Code release
+// signing key, the default expected one.
+const VendorFingerprint = "31DDDE24DDFAB679F42D7BD2BAA929FF1A7ECACE"
+
+// FirstSignedClaude is the first Claude Code version whose manifest is signed.
+const FirstSignedClaude = "2.1.89"
+
+// Agents this package installs.
+const (
+	AgentClaude = "claude"
+	AgentCodex  = "codex"
+)
+
+// Step ids.
+const (
+	StepClaude = "vendor.claude"
+	StepCodex  = "vendor.codex"
+)
+
+// Config is how the vendors' releases are obtained.
+type Config struct {
+	Agents      []string // which agents' steps run ("claude", "codex")
+	Claude      ClaudeConfig
+	Codex       CodexConfig
+	UnpackLimit int64         // bytes; default 4 GiB
+	Retries     int           // default 4
+	Backoff     time.Duration // first retry delay, doubling; default 1s
+	Timeout     time.Duration // per request: connect + response headers + any read stall; default 60s
+	Bundle      string        // path of an offline bundle to install from ("" = network)
+	Progress    string        // "auto" | "always" | "never"
+	Upgrade     map[string]bool
+	HTTPClient  *http.Client // nil = default transport honouring HTTPS_PROXY/NO_PROXY
+	Log         io.Writer    // human progress lines (stderr)
+	Platform    string       // "" = detect (linux-x64 / linux-arm64, -musl when the target root has musl)
+
+	// Explicit names the configuration keys that were set explicitly (by the
+	// config file, the environment or a flag) rather than defaulted, e.g.
+	// "claude.channel": a pinned version together with an explicitly set
+	// channel is an error, a pin beside the default channel is not.
+	Explicit map[string]bool
+
+	bundle *lazyBundle // set by Steps: the bundle both steps share
+}
+
+// ClaudeConfig is Claude Code's release store.
+type ClaudeConfig struct {
+	Channel, Version, BaseURL string
+	// SigningKey is the path of an armored OpenPGP public key file; when
+	// set, the manifest's detached signature is mandatory.
+	SigningKey string
+	// SigningFingerprint is the key's expected fingerprint (hex, default
+	// VendorFingerprint); a key with another fingerprint is refused.
+	SigningFingerprint string
+}
+
+// CodexConfig is Codex's release stores.
+type CodexConfig struct {
+	Channel, Version string
+	// BaseURLs are stores in the primary layout, tried in order.
+	BaseURLs []string
+	// GitHubBaseURL and GitHubAPIURL are the GitHub-layout fallback
+	// (empty disables it).
+	GitHubBaseURL, GitHubAPIURL string
+}
+
+// DefaultConfig is the configuration when nothing is set.
+func DefaultConfig() Config {
+	return Config{
+		Agents: []string{AgentClaude, AgentCodex},
+		Claude: ClaudeConfig{
+			Channel:            "stable",
+			BaseURL:            "https://downloads.claude.ai/claude-code-releases",
+			SigningFingerprint: VendorFingerprint,
+		},
+		Codex: CodexConfig{
+			Channel:       "latest",
+			BaseURLs:      []string{"https://releases.openai.com/codex"},
+			GitHubBaseURL: "https://github.com/openai/codex/releases/download",
+			GitHubAPIURL:  "https://api.github.com/repos/openai/codex/releases/latest",
+		},
+		UnpackLimit: extract.DefaultLimit,
+		Retries:     4,
+		Backoff:     time.Second,
+		Timeout:     60 * time.Second,
+		Progress:    "auto",
+	}
+}
+
+// versionRE is the only shape a version may have before it names a path
+// or a URL: versions come from the network and are untrusted.
+var versionRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*(-[A-Za-z0-9.]+)?$`)
+
+// CheckVersion refuses a version string that is not digits and dots with an
+// optional -suffix of letters, digits and dots. what names where it came from.
+func CheckVersion(what, v string) error {
+	if !versionRE.MatchString(v) || len(v) > 64 {
+		return fmt.Errorf("%s: %q is not a version (digits and dots, an optional -suffix of letters, digits and dots)", what, v)
+	}
+	return nil
+}
+
+var fingerprintRE = regexp.MustCompile(`^[0-9A-Fa-f]{40}$|^[0-9A-Fa-f]{64}$`)
+
+// Validate checks the configuration and names the key at fault.
+func (c Config) Validate() error {
+	for _, a := range c.Agents {
+		if a != AgentClaude && a != AgentCodex {
+			return fmt.Errorf("agents: unknown agent %q (known: claude, codex)", a)
+		}
+	}
+	if c.Claude.Version != "" {
+		if err := CheckVersion("claude.version", c.Claude.Version); err != nil {
+			return err
+		}
+		if c.Explicit["claude.channel"] {
+			return fmt.Errorf("claude.version %q and claude.channel %q are both set: set one of them", c.Claude.Version, c.Claude.Channel)
+		}
+	} else if c.Claude.Channel != "stable" && c.Claude.Channel != "latest" {
+		return fmt.Errorf("claude.channel: %q is not a channel (stable or latest)", c.Claude.Channel)
+	}
+	if c.Codex.Version != "" {
+		if err := CheckVersion("codex.version", c.Codex.Version); err != nil {
+			return err
+		}
+		if c.Explicit["codex.channel"] {
+			return fmt.Errorf("codex.version %q and codex.channel %q are both set: set one of them", c.Codex.Version, c.Codex.Channel)
+		}
+	} else if c.Codex.Channel != "latest" {
+		return fmt.Errorf("codex.channel: %q is not a channel (latest)", c.Codex.Channel)
+	}
+	if err := checkURL("claude.base_url", c.Claude.BaseURL, false); err != nil {
+		return err
+	}
+	for i, u := range c.Codex.BaseURLs {
+		if err := checkURL(fmt.Sprintf("codex.base_urls[%d]", i), u, false); err != nil {
+			return err
+		}
+	}
+	if err := checkURL("codex.github_base_url", c.Codex.GitHubBaseURL, true); err != nil {
+		return err
+	}
+	if err := checkURL("codex.github_api_url", c.Codex.GitHubAPIURL, true); err != nil {
+		return err
+	}
+	if c.Claude.SigningFingerprint != "" && !fingerprintRE.MatchString(c.Claude.SigningFingerprint) {
+		return fmt.Errorf("claude.signing_fingerprint: %q is not a 40- or 64-digit hex fingerprint", c.Claude.SigningFingerprint)
+	}
+	if c.UnpackLimit < 0 {
+		return fmt.Errorf("unpack_limit: %d is negative (bytes; default %d)", c.UnpackLimit, extract.DefaultLimit)
+	}
+	if c.Retries < 0 {
+		return fmt.Errorf("retries: %d is negative", c.Retries)
+	}
+	if c.Backoff < 0 || c.Timeout < 0 {
+		return fmt.Errorf("backoff %v / timeout %v: durations must not be negative", c.Backoff, c.Timeout)
+	}
+	if !slices.Contains([]string{"", "auto", "always", "never"}, c.Progress) {
+		return fmt.Errorf("progress: %q is not auto, always or never", c.Progress)
+	}
+	if c.Platform != "" {
+		if _, err := platformArch(c.Platform); err != nil {
+			return err
+		}
+	}
+	for a := range c.Upgrade {
+		if a != AgentClaude && a != AgentCodex {
+			return fmt.Errorf("--upgrade: unknown agent %q (known: claude, codex)", a)
+		}
+	}
+	return nil
+}
+
+func checkURL(key, s string, emptyOK bool) error {
+	if s == "" {
+		if emptyOK {
+			return nil
+		}
+		return fmt.Errorf("%s: empty (a store URL such as https://mirror.example/path)", key)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%s: %q does not parse as a URL: %v", key, s, err)
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%s: %q is not an http(s) URL with a host", key, s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%s: %q has a query or fragment; give the store's base path only", key, s)
+	}
+	return nil
+}
+
+// withDefaults fills zero values a caller left unset.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.UnpackLimit == 0 {
+		c.UnpackLimit = d.UnpackLimit
+	}
+	if c.Timeout == 0 {
+		c.Timeout = d.Timeout
+	}
+	if c.Claude.SigningFingerprint == "" {
+		c.Claude.SigningFingerprint = VendorFingerprint
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return c
+}

@@ -1,0 +1,291 @@
+package vendorfetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpproxy"
+)
+
+// NotFoundError is a 404 from a store: the version or asset does not exist
+// there, which is not a network failure and is never retried.
+type NotFoundError struct{ URL string }
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("%s does not exist (HTTP 404)", e.URL) }
+
+// StatusError is any other unexpected HTTP status.
+type StatusError struct {
+	URL    string
+	Status int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s answered HTTP %d %s", e.URL, e.Status, http.StatusText(e.Status))
+}
+
+// errPermanent marks failures that another attempt cannot fix.
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
+// maxSmall caps documents read into memory (channels, manifests, sums).
+const maxSmall = 1 << 20
+
+// source is where releases come from: the network or an offline bundle.
+type source interface {
+	// small reads a small document whole.
+	small(ctx context.Context, url string) ([]byte, error)
+	// download streams url into dst (positioned at its start) through h,
+	// refusing more than limit bytes (limit < 0: no bound), and returns
+	// the number of bytes written. A cut transfer (a short body, or a
+	// chunked body without its last chunk) is an error and is resumed;
+	// the caller checks the exact size and the checksum.
+	download(ctx context.Context, url string, dst *os.File, h hash.Hash, limit int64) (int64, error)
+}
+
+// netSource fetches over HTTP(S) with retries, resume and a stall timeout.
+type netSource struct {
+	client   *http.Client
+	retries  int
+	backoff  time.Duration
+	timeout  time.Duration
+	progress *progress
+	// requests counts every request sent (tests and the report read it).
+	requests atomic.Int64
+}
+
+func newNetSource(cfg Config) *netSource {
+	c := cfg.HTTPClient
+	if c == nil {
+		// The default transport honours HTTPS_PROXY/NO_PROXY; no client
+		// timeout, because a 250 MB body takes long: the watchdog below
+		// bounds each stall instead.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = proxyFromEnv
+		c = &http.Client{Transport: tr}
+	}
+	return &netSource{client: c, retries: cfg.Retries, backoff: cfg.Backoff, timeout: cfg.Timeout,
+		progress: newProgress(cfg.Log, cfg.Progress)}
+}
+
+// proxyFromEnv honours HTTPS_PROXY, HTTP_PROXY and NO_PROXY (either case)
+// as they are when the request is made; net/http's own reads them once per
+// process.
+func proxyFromEnv(req *http.Request) (*url.URL, error) {
+	return httpproxy.FromEnvironment().ProxyFunc()(req.URL)
+}
+
+// watchdog cancels a request when no progress was made for timeout: the
+// connect, the response headers and every read of the body each restart it.
+type watchdog struct {
+	timer   *time.Timer
+	timeout time.Duration
+	fired   atomic.Bool
+}
+
+func newWatchdog(ctx context.Context, timeout time.Duration) (context.Context, *watchdog, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watchdog{timeout: timeout}
+	w.timer = time.AfterFunc(timeout, func() { w.fired.Store(true); cancel() })
+	return ctx, w, func() { w.timer.Stop(); cancel() }
+}
+
+func (w *watchdog) kick() { w.timer.Reset(w.timeout) }
+
+func (w *watchdog) wrap(url string, err error) error {
+	if err != nil && w.fired.Load() {
+		return fmt.Errorf("%s: no data for %v (timeout)", url, w.timeout)
+	}
+	return err
+}
+
+type kickReader struct {
+	r io.Reader
+	w *watchdog
+}
+
+func (k kickReader) Read(p []byte) (int, error) {
+	n, err := k.r.Read(p)
+	if n > 0 {
+		k.w.kick()
+	}
+	return n, err
+}
+
+func (s *netSource) get(ctx context.Context, url string, offset int64) (*http.Response, *watchdog, context.CancelFunc, error) {
+	ctx, wd, cancel := newWatchdog(ctx, s.timeout)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, permanentError{fmt.Errorf("request for %s: %w", url, err)}
+	}
+	req.Header.Set("User-Agent", "cco-install")
+	if offset > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
+	}
+	s.requests.Add(1)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, wd.wrap(url, err)
+	}
+	wd.kick()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		resp.Body.Close()
+		cancel()
+		return nil, nil, nil, permanentError{&NotFoundError{URL: url}}
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout:
+		resp.Body.Close()
+		cancel()
+		return nil, nil, nil, &StatusError{URL: url, Status: resp.StatusCode}
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent:
+		resp.Body.Close()
+		cancel()
+		return nil, nil, nil, permanentError{&StatusError{URL: url, Status: resp.StatusCode}}
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{kickReader{resp.Body, wd}, resp.Body}
+	return resp, wd, cancel, nil
+}
+
+// retry runs op until it succeeds, fails permanently, or the attempts are
+// used up, sleeping backoff, 2*backoff, ... between attempts.
+func (s *netSource) retry(ctx context.Context, url string, op func() error) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = op()
+		var perm permanentError
+		if err == nil || errors.As(err, &perm) {
+			if errors.As(err, &perm) {
+				return perm.error
+			}
+			return nil
+		}
+		if attempt >= s.retries {
+			break
+		}
+		d := s.backoff << attempt
+		s.progress.logf("%s failed (%v); retrying in %v", url, err, d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return fmt.Errorf("%w (gave up after %d attempts)", err, s.retries+1)
+}
+
+func (s *netSource) small(ctx context.Context, url string) ([]byte, error) {
+	var out []byte
+	err := s.retry(ctx, url, func() error {
+		resp, wd, cancel, err := s.get(ctx, url, 0)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		defer resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxSmall+1))
+		if err != nil {
+			return wd.wrap(url, err)
+		}
+		if len(b) > maxSmall {
+			return permanentError{fmt.Errorf("%s: larger than %d bytes; this is not a release document", url, maxSmall)}
+		}
+		out = b
+		return nil
+	})
+	return out, err
+}
+
+func (s *netSource) download(ctx context.Context, url string, dst *os.File, h hash.Hash, limit int64) (int64, error) {
+	var written int64
+	var bar *transfer
+	defer func() {
+		if bar != nil {
+			bar.done()
+		}
+	}()
+	err := s.retry(ctx, url, func() error {
+		resp, wd, cancel, err := s.get(ctx, url, written)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		defer resp.Body.Close()
+		if bar == nil {
+			// The bar's total is the body's size when the server says it
+			// (limit may be only an upper bound).
+			total := limit
+			if resp.ContentLength > 0 {
+				total = written + resp.ContentLength
+			}
+			bar = s.progress.start(url, total)
+		}
+		if resp.StatusCode == http.StatusPartialContent {
+			if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != written {
+				return permanentError{fmt.Errorf("%s: the server resumed at %q, not at byte %d", url, resp.Header.Get("Content-Range"), written)}
+			}
+		} else if written > 0 {
+			// The server ignored the Range: start over from byte 0.
+			if err := restart(dst, h); err != nil {
+				return permanentError{err}
+			}
+			written = 0
+			bar.set(0)
+		}
+		body := io.Reader(resp.Body)
+		if limit >= 0 {
+			body = io.LimitReader(resp.Body, limit-written+1)
+		}
+		n, err := io.CopyBuffer(io.MultiWriter(dst, h, bar), body, make([]byte, 256<<10))
+		written += n
+		if limit >= 0 && written > limit {
+			return permanentError{fmt.Errorf("%s: more than the expected %d bytes (size mismatch, or larger than the unpack limit)", url, limit)}
+		}
+		if err != nil {
+			return wd.wrap(url, fmt.Errorf("%s: transfer cut after %d bytes: %w", url, written, err))
+		}
+		return nil
+	})
+	return written, err
+}
+
+func restart(dst *os.File, h hash.Hash) error {
+	if err := dst.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := dst.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	h.Reset()
+	return nil
+}
+
+// rangeStart parses the first byte of "bytes START-END/TOTAL".
+func rangeStart(cr string) (int64, bool) {
+	rest, ok := strings.CutPrefix(cr, "bytes ")
+	if !ok {
+		return 0, false
+	}
+	a, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(a, 10, 64)
+	return n, err == nil
+}

@@ -1,0 +1,104 @@
+package vendorfetch
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// progressInterval is how often a plain progress line is written when the
+// log is not a terminal (image builds, CI logs). A test seam.
+var progressInterval = 5 * time.Second
+
+// progress draws a bar on a terminal and plain lines elsewhere.
+type progress struct {
+	w   io.Writer
+	bar bool
+}
+
+func newProgress(w io.Writer, mode string) *progress {
+	if w == nil {
+		w = io.Discard
+	}
+	p := &progress{w: w}
+	switch mode {
+	case "always":
+		p.bar = true
+	case "never":
+	default:
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			p.bar = true
+		}
+	}
+	return p
+}
+
+func (p *progress) logf(format string, args ...any) {
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+// transfer is one download's progress; it is an io.Writer fed the bytes.
+type transfer struct {
+	p     *progress
+	name  string
+	total int64
+	mu    sync.Mutex
+	n     int64
+	last  time.Time
+	bar   *progressbar.ProgressBar
+}
+
+func (p *progress) start(url string, total int64) *transfer {
+	t := &transfer{p: p, name: path.Base(url), total: total, last: time.Now()}
+	if p.bar {
+		t.bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription("downloading "+t.name),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish())
+	} else {
+		p.logf("downloading %s", url)
+	}
+	return t
+}
+
+func (t *transfer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n += int64(len(b))
+	if t.bar != nil {
+		t.bar.Add(len(b))
+		return len(b), nil
+	}
+	if now := time.Now(); now.Sub(t.last) >= progressInterval {
+		t.last = now
+		if t.total > 0 {
+			t.p.logf("downloading %s: %d of %d MB (%d%%)", t.name, t.n>>20, t.total>>20, t.n*100/t.total)
+		} else {
+			t.p.logf("downloading %s: %d MB", t.name, t.n>>20)
+		}
+	}
+	return len(b), nil
+}
+
+func (t *transfer) set(n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n = n
+	if t.bar != nil {
+		t.bar.Set64(n)
+	}
+}
+
+func (t *transfer) done() {
+	if t.bar != nil {
+		t.bar.Finish()
+	}
+}
