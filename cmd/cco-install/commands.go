@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 
+	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -34,9 +36,91 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	if len(rc.Paths) == 0 {
 		rep.AddFinding(provision.Finding{ID: "receipt", Path: provision.ReceiptPath, Detail: "cco is not installed here (no receipt)", Fix: "sudo cco-install"})
 	}
+	users := statusUsers(root, cfg)
+	reported := map[string]bool{}
+	for _, p := range rep.Paths {
+		if p.Status != provision.PathOK {
+			reported[p.Path] = true
+		}
+	}
+	for _, f := range guard.Drift(root, rc, users) {
+		if !reported[f.Path] {
+			rep.AddFinding(provision.Finding{ID: "guard", Path: f.Path, Detail: f.Message, Fix: f.Fix})
+		}
+	}
+	st := &statusDoc{StatusReport: rep, Agents: agentStatus(root, rc, rep)}
+	for _, a := range st.Agents {
+		if !a.GuardActive && len(rc.Paths) > 0 {
+			rep.AddFinding(provision.Finding{ID: "guard." + a.Agent, Path: a.GuardPath, Detail: a.Agent + ": the guard is not active: " + a.GuardDetail, Fix: a.GuardFix})
+		}
+	}
 	if o.json {
-		return rep.ExitCode(), rep.WriteJSON(stdout)
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return rep.ExitCode(), enc.Encode(st)
+	}
+	for _, a := range st.Agents {
+		v := a.Version
+		if v == "" {
+			v = "not installed"
+		}
+		fmt.Fprintf(stdout, "%-8s %s: %s; shadow %s; guard %s\n", "agent", a.Agent, v, map[bool]string{true: "in place", false: "NOT in place"}[a.Shadow], a.Guard)
 	}
 	rep.WriteText(stdout)
 	return rep.ExitCode(), nil
+}
+
+// statusDoc is the status JSON: the receipt check plus one line per agent.
+type statusDoc struct {
+	*provision.StatusReport
+	Agents []agentLine `json:"agents"`
+}
+
+type agentLine struct {
+	Agent       string `json:"agent"`
+	Version     string `json:"version"`
+	Shadow      bool   `json:"shadow"`
+	Guard       string `json:"guard"`
+	GuardActive bool   `json:"guard_active"`
+	GuardPath   string `json:"guard_path,omitempty"`
+	GuardDetail string `json:"-"`
+	GuardFix    string `json:"-"`
+}
+
+func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.StatusReport) []agentLine {
+	ok := map[string]bool{}
+	for _, p := range rep.Paths {
+		ok[p.Path] = p.Status == provision.PathOK
+	}
+	var out []agentLine
+	for _, w := range guard.Wired(root, rc, knownAgents) {
+		l := agentLine{Agent: w.Agent, Guard: string(w.State), GuardActive: w.Active, GuardPath: w.Path, GuardDetail: w.Detail, GuardFix: w.Fix}
+		l.Shadow = ok[BinDir+"/"+w.Agent]
+		var st struct {
+			Version string `json:"version"`
+		}
+		if raw, found := rc.Extra["vendor."+w.Agent]; found && json.Unmarshal(raw, &st) == nil {
+			l.Version = st.Version
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// statusUsers are the accounts whose PATH status checks: root, the invoking
+// user and the `users` key.
+func statusUsers(root *provision.Root, cfg *Config) []*provision.User {
+	names := append([]string{"root", os.Getenv("SUDO_USER")}, cfg.Users...)
+	var out []*provision.User
+	seen := map[string]bool{}
+	for _, n := range names {
+		if n == "" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		if u, err := provision.LookupUser(root, n); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
 }

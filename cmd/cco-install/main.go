@@ -177,12 +177,7 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 		if lock, err = provision.AcquireLock(run, cfg.LockTimeout); err != nil {
 			return provision.ExitFailed, err
 		}
-		defer lock.Release()
-		// Another run may have finished while this one waited: start from
-		// what it recorded, never from a receipt read before the lock.
-		if err := run.Reload(); err != nil {
-			return provision.ExitFailed, err
-		}
+		defer lock.Release() // AcquireLock re-reads the receipt once it holds the lock
 	}
 	if o.uninstall {
 		return writeReport(provision.Uninstall(run), o, stdout)

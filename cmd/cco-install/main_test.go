@@ -47,6 +47,9 @@ func TestScripts(t *testing.T) {
 			// The test machine may carry container markers (/.dockerenv):
 			// scenarios choose image mode explicitly.
 			env.Setenv("CCO_IMAGE", "no")
+			// No scenario reaches a vendor: those that fetch serve a store
+			// from httptest and set the agents themselves.
+			env.Setenv("CCO_AGENTS", "")
 			env.Setenv("ROOT", filepath.Join(env.WorkDir, "root"))
 			return os.MkdirAll(filepath.Join(env.WorkDir, "root"), 0o755)
 		},

@@ -7,11 +7,14 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/login"
+	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/takeover"
 	"github.com/cco-dev/cco/userns"
+	"github.com/cco-dev/cco/vendorfetch"
 )
 
 // knownAgents are the names the shadow is installed under, whatever `agents`
@@ -70,6 +73,14 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 		users = append([]string{u}, users...)
 	}
 	steps := takeover.Steps(run, takeover.Config{Users: users})
+	// The guard and the policy that wires it cover every known agent, like
+	// the shadow: an agent installed some other way must run the guard too.
+	steps = append(steps, guard.Steps()...)
+	steps = append(steps, managed.Steps(managed.Config{
+		ClaudeManagedFile:  cfg.String("claude.managed_file"),
+		CodexForeignPolicy: cfg.String("codex.foreign_policy"),
+		Agents:             knownAgents,
+	})...)
 	steps = append(steps, takeover.RCSteps(run, users, o.fixRC)...)
 	usernsSteps, warnings := userns.Steps(run, userns.Options{NoAppArmor: o.noAppArmor, Image: image, SameKernel: run.Root.IsHost(), Host: userns.RealHost})
 	for _, w := range warnings {
@@ -79,6 +90,11 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 	if d := cfg.String("shared_login_dir"); d != "" {
 		steps = append(steps, &login.Step{Dir: d, Users: cfg.Users})
 	}
+	vcfg, err := vendorConfig(cfg, run, o)
+	if err != nil {
+		return nil, err
+	}
+	steps = append(steps, vendorfetch.Steps(vcfg)...)
 	for _, a := range knownAgents {
 		steps = append(steps, &provision.File{
 			StepID:     "shadow." + a,
@@ -127,4 +143,32 @@ func inContainer() bool {
 		}
 	}
 	return false
+}
+
+// vendorConfig maps the configuration keys onto vendorfetch's settings.
+func vendorConfig(cfg *Config, run *provision.Run, o *options) (vendorfetch.Config, error) {
+	v := vendorfetch.DefaultConfig()
+	v.Agents = cfg.Agents
+	v.Claude.Channel, v.Claude.Version = cfg.String("claude.channel"), cfg.String("claude.version")
+	v.Claude.BaseURL, v.Claude.SigningKey = cfg.String("claude.base_url"), cfg.String("claude.signing_key")
+	v.Codex.Channel, v.Codex.Version = cfg.String("codex.channel"), cfg.String("codex.version")
+	v.Codex.BaseURLs = cfg.List("codex.base_urls")
+	v.Codex.GitHubBaseURL, v.Codex.GitHubAPIURL = cfg.String("codex.github_base_url"), cfg.String("codex.github_api_url")
+	v.UnpackLimit, v.Retries, v.Backoff, v.Timeout = cfg.UnpackLimit, cfg.Retries, cfg.Backoff, cfg.Timeout
+	v.Bundle, v.Progress, v.Log = cfg.Bundle, cfg.Progress, run.Log
+	// A channel defaults only when no version is pinned.
+	if v.Claude.Channel == "" && v.Claude.Version == "" {
+		v.Claude.Channel = "stable"
+	}
+	if v.Codex.Channel == "" && v.Codex.Version == "" {
+		v.Codex.Channel = "latest"
+	}
+	v.Explicit = map[string]bool{}
+	for _, k := range []string{"claude.channel", "claude.version", "codex.channel", "codex.version"} {
+		v.Explicit[k] = cfg.IsSet(k)
+	}
+	if err := v.Validate(); err != nil {
+		return v, err
+	}
+	return v, nil
 }
