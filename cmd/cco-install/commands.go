@@ -9,6 +9,7 @@ import (
 
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/vendorfetch"
 )
 
 // printConfig shows every key's effective value and where it came from.
@@ -123,4 +124,25 @@ func statusUsers(root *provision.Root, cfg *Config) []*provision.User {
 		}
 	}
 	return out
+}
+
+// bundle fetches the resolved releases into one offline archive.
+func bundle(ctx context.Context, root *provision.Root, cfg *Config, o *options, stderr io.Writer) (int, error) {
+	if o.out == "" {
+		return provision.ExitUsage, usageError{"bundle needs --out FILE.tar.xz"}
+	}
+	run, err := provision.NewRun(ctx, root)
+	if err != nil {
+		return provision.ExitFailed, err
+	}
+	run.Log = stderr
+	v, err := vendorConfig(cfg, run, o)
+	if err != nil {
+		return provision.ExitFailed, err
+	}
+	if err := vendorfetch.WriteBundle(ctx, v, o.out); err != nil {
+		return provision.ExitFailed, err
+	}
+	fmt.Fprintf(stderr, "wrote %s\n", o.out)
+	return 0, nil
 }

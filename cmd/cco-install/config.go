@@ -43,6 +43,8 @@ var keys = []key{
 	{"claude.version", "", "", "pinned Claude Code version"},
 	{"claude.base_url", "https://downloads.claude.ai/claude-code-releases", "", "Claude Code release store"},
 	{"claude.signing_key", "", "", "armored OpenPGP public key file for manifest signatures"},
+	{"claude.signing_fingerprint", "31DDDE24DDFAB679F42D7BD2BAA929FF1A7ECACE", "", "the expected fingerprint of claude.signing_key"},
+	{"platform", "", "", "Claude Code platform (linux-x64, linux-arm64, -musl); empty: detected from the target root"},
 	{"claude.managed_file", "dropin", "", "dropin (managed-settings.d/50-cco.json) or base (managed-settings.json)"},
 	{"codex.channel", "", "", "Codex release channel (latest when no version is pinned)"},
 	{"codex.version", "", "", "pinned Codex version"},

@@ -45,6 +45,7 @@ type options struct {
 	fixRC      bool
 	noAppArmor bool
 	image      bool
+	upgrade    []string
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -76,6 +77,7 @@ func newFlags(sub string, o *options, stderr io.Writer) *pflag.FlagSet {
 		fs.BoolVar(&o.diff, "diff", false, "add unified diffs of the files that would change")
 		fs.BoolVar(&o.yes, "yes", false, "answer yes to prompts (no prompt is shown without a terminal)")
 		fs.BoolVar(&o.force, "force", false, "replace owned files that were edited, keeping a backup under /var/lib/cco/backups")
+		fs.StringSliceVar(&o.upgrade, "upgrade", nil, "fetch the newest release of the configured channel (or the pin) for claude, codex or all, and switch to it atomically")
 		fs.BoolVar(&o.noAppArmor, "no-apparmor", false, "where AppArmor blocks bwrap's user namespaces, refuse with the fix instead of installing a profile")
 		fs.BoolVar(&o.image, "image", false, "an image build: no user-namespace probe, no chown (also detected from /.dockerenv, /run/.containerenv, $container)")
 		fs.BoolVar(&o.fixRC, "fix-rc", false, "remove the vendors' PATH blocks from users' shell start-up files (backups under /var/lib/cco/backups)")
@@ -97,6 +99,7 @@ const usage = `usage:
   cco-install --uninstall [--root DIR] [--dry-run] [--json] [--force]
   cco-install status [--root DIR] [--json] [--verify]
   cco-install config [--root DIR] [--json]
+  cco-install bundle --out FILE.tar.xz [flags]
   cco-install version
 
 exit codes: 0 success, 1 failure, 2 usage error, 3 conflicts (or drift) left unresolved
@@ -108,7 +111,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		o.sub, args = args[0], args[1:]
 	}
 	switch o.sub {
-	case "install", "status", "config":
+	case "install", "status", "config", "bundle":
 	case "version":
 		fmt.Fprintf(stdout, "cco-install %s\n", provision.Version)
 		return 0, nil
@@ -131,7 +134,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	if o.root == "" {
 		o.hostRoot = true
-		if os.Geteuid() != 0 && o.sub != "config" && !(o.sub == "install" && o.dryRun) {
+		if os.Geteuid() != 0 && o.sub != "config" && o.sub != "bundle" && !(o.sub == "install" && o.dryRun) {
 			return provision.ExitUsage, usageError{fmt.Sprintf("provisioning this machine needs root; run:\n  sudo %s", shellCommand())}
 		}
 	}
@@ -149,6 +152,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return 0, printConfig(cfg, o, stdout)
 	case "status":
 		return status(ctx, root, cfg, o, stdout)
+	case "bundle":
+		return bundle(ctx, root, cfg, o, stderr)
 	}
 	return install(ctx, root, cfg, o, stdin, stdout, stderr)
 }

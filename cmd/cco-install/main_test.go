@@ -54,8 +54,14 @@ func TestScripts(t *testing.T) {
 			return os.MkdirAll(filepath.Join(env.WorkDir, "root"), 0o755)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"treehash":  cmdTreehash,
-			"jsonfield": cmdJSONField,
+			"treehash":    cmdTreehash,
+			"jsonfield":   cmdJSONField,
+			"vendorstore": cmdVendorStore,
+			"flipbyte": func(ts *testscript.TestScript, neg bool, args []string) {
+				b := []byte(ts.ReadFile(args[0]))
+				b[len(b)/2] ^= 1
+				ts.Check(os.WriteFile(ts.MkAbs(args[1]), b, 0o644))
+			},
 		},
 	})
 }

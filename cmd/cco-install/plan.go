@@ -156,6 +156,21 @@ func vendorConfig(cfg *Config, run *provision.Run, o *options) (vendorfetch.Conf
 	v.Codex.GitHubBaseURL, v.Codex.GitHubAPIURL = cfg.String("codex.github_base_url"), cfg.String("codex.github_api_url")
 	v.UnpackLimit, v.Retries, v.Backoff, v.Timeout = cfg.UnpackLimit, cfg.Retries, cfg.Backoff, cfg.Timeout
 	v.Bundle, v.Progress, v.Log = cfg.Bundle, cfg.Progress, run.Log
+	v.Claude.SigningFingerprint = cfg.String("claude.signing_fingerprint")
+	v.Platform = cfg.String("platform")
+	v.Upgrade = map[string]bool{}
+	for _, a := range o.upgrade {
+		switch a {
+		case "all":
+			for _, k := range knownAgents {
+				v.Upgrade[k] = true
+			}
+		case "claude", "codex":
+			v.Upgrade[a] = true
+		default:
+			return v, usageError{fmt.Sprintf("--upgrade %s: want claude, codex or all", a)}
+		}
+	}
 	// A channel defaults only when no version is pinned.
 	if v.Claude.Channel == "" && v.Claude.Version == "" {
 		v.Claude.Channel = "stable"

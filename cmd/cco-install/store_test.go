@@ -1,0 +1,146 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// vendorStore serves both vendors' release layouts (shared/VENDORS.md) from
+// loopback: Claude Code's store (stable, <v>/manifest.json, <v>/<plat>/claude)
+// and Codex's primary store (channels/latest, releases/<v>/...).
+type vendorStore struct {
+	srv      *httptest.Server
+	requests atomic.Int64
+	claude   map[string][]byte // version -> binary
+	codex    map[string][]byte // version -> tar.gz
+	stable   atomic.Value      // string
+	latest   atomic.Value      // string
+}
+
+func fakeClaude(v string) []byte {
+	return []byte("#!/bin/sh\necho '" + v + " (Claude Code)'\n")
+}
+
+func fakeCodexPackage(v string) []byte {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	add := func(name string, mode int64, body string) {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body)), Uid: 1001, Gid: 1001, Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.WriteHeader(&tar.Header{Name: "./bin/", Mode: 0o755, Typeflag: tar.TypeDir, Uid: 1001, Gid: 1001})
+	add("./codex-package.json", 0o644, fmt.Sprintf(`{"layoutVersion": 1, "version": %q, "target": "x86_64-unknown-linux-musl", "entrypoint": "bin/codex"}`, v))
+	add("./bin/codex", 0o755, "#!/bin/sh\necho 'codex-cli "+v+"'\n")
+	add("./bin/codex-code-mode-host", 0o755, "#!/bin/sh\n")
+	add("./codex-path/rg", 0o755, "#!/bin/sh\n")
+	add("./codex-resources/bwrap", 0o755, "#!/bin/sh\n")
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+func newVendorStore() *vendorStore {
+	s := &vendorStore{claude: map[string][]byte{}, codex: map[string][]byte{}}
+	for _, v := range []string{"2.1.328", "2.1.330"} {
+		s.claude[v] = fakeClaude(v)
+	}
+	for _, v := range []string{"0.169.0", "0.170.0"} {
+		s.codex[v] = fakeCodexPackage(v)
+	}
+	s.stable.Store("2.1.328")
+	s.latest.Store("0.169.0")
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+func sum(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }
+
+func (s *vendorStore) serve(w http.ResponseWriter, r *http.Request) {
+	s.requests.Add(1)
+	p := r.URL.Path
+	switch {
+	case p == "/claude/stable":
+		fmt.Fprintln(w, s.stable.Load())
+		return
+	case p == "/codex/channels/latest":
+		fmt.Fprintln(w, s.latest.Load())
+		return
+	case strings.HasPrefix(p, "/claude/"):
+		parts := strings.Split(strings.TrimPrefix(p, "/claude/"), "/")
+		bin, ok := s.claude[parts[0]]
+		switch {
+		case !ok:
+		case len(parts) == 2 && parts[1] == "manifest.json":
+			fmt.Fprintf(w, `{"version": %q, "buildDate": "2026-11-01T00:00:00Z", "platforms": {"linux-x64": {"binary": "claude", "checksum": %q, "size": %d}}}`, parts[0], sum(bin), len(bin))
+			return
+		case len(parts) == 3 && parts[1] == "linux-x64" && parts[2] == "claude":
+			w.Write(bin)
+			return
+		}
+	case strings.HasPrefix(p, "/codex/releases/"):
+		parts := strings.Split(strings.TrimPrefix(p, "/codex/releases/"), "/")
+		pkg, ok := s.codex[parts[0]]
+		asset := "codex-package-x86_64-unknown-linux-musl.tar.gz"
+		switch {
+		case !ok || len(parts) != 2:
+		case parts[1] == "codex-package_SHA256SUMS":
+			fmt.Fprintf(w, "%s  %s\n%s  codex-package-aarch64-unknown-linux-musl.tar.gz\n", sum(pkg), asset, strings.Repeat("0", 64))
+			return
+		case parts[1] == asset:
+			w.Write(pkg)
+			return
+		}
+	}
+	http.NotFound(w, r)
+}
+
+// cmdVendorStore: "vendorstore start" serves the store and sets
+// CCO_CLAUDE_BASE_URL and CCO_CODEX_BASE_URLS; "vendorstore requests N"
+// checks how many requests it answered since the last check; "vendorstore
+// release claude|codex V" moves a channel; "vendorstore stop" closes it.
+func cmdVendorStore(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) == 0 {
+		ts.Fatalf("usage: vendorstore start|stop|requests N|release AGENT V")
+	}
+	switch args[0] {
+	case "start":
+		st := newVendorStore()
+		ts.Defer(st.srv.Close)
+		ts.Setenv("CCO_CLAUDE_BASE_URL", st.srv.URL+"/claude")
+		ts.Setenv("CCO_CODEX_BASE_URLS", st.srv.URL+"/codex")
+		ts.Setenv("CCO_CODEX_GITHUB_BASE_URL", "")
+		ts.Setenv("CCO_CODEX_GITHUB_API_URL", "")
+		ts.Setenv("CCO_DOWNLOAD_BACKOFF", "10ms")
+		ts.Setenv("CCO_DOWNLOAD_RETRIES", "1")
+		storeHandle.Store(st)
+	case "stop":
+		storeHandle.Load().srv.Close()
+	case "requests":
+		var want int64
+		fmt.Sscan(args[1], &want)
+		got := storeHandle.Load().requests.Swap(0)
+		if (got == want) == neg {
+			ts.Fatalf("the store answered %d requests, want %d", got, want)
+		}
+	case "release":
+		if args[1] == "claude" {
+			storeHandle.Load().stable.Store(args[2])
+		} else {
+			storeHandle.Load().latest.Store(args[2])
+		}
+	}
+}
+
+// storeHandle is the store of the one script that uses it.
+var storeHandle atomic.Pointer[vendorStore]
