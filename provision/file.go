@@ -122,7 +122,9 @@ func (f *File) Check(run *Run) (Check, error) {
 	if current != entry.SHA256 && entry.Pending != "" && current == entry.Pending {
 		// A run was killed after renaming these bytes into place and before
 		// recording them: they are ours.
-		entry.SHA256, entry.Pending = current, ""
+		// Which source they came from is not known: forget the source stamp,
+		// so the desired bytes are hashed again rather than taken as these.
+		entry.SHA256, entry.Pending, entry.Source = current, "", nil
 		entry.Stamp(fi)
 	}
 	if current != entry.SHA256 {

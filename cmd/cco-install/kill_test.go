@@ -65,7 +65,11 @@ func shadowsIntact(t *testing.T, root string, mayBeAbsent bool, allowed ...[]byt
 			ok = ok || bytes.Equal(b, a)
 		}
 		if !ok {
-			t.Fatalf("/usr/local/bin/%s holds %d bytes that are neither version: partly written", name, len(b))
+			hist := map[byte]int{}
+			for _, c := range b {
+				hist[c]++
+			}
+			t.Fatalf("/usr/local/bin/%s holds %d bytes that are neither version (byte counts %v): partly written", name, len(b), hist)
 		}
 	}
 }
