@@ -27,6 +27,10 @@ import (
 type Root struct {
 	dir string
 	fd  int
+	// resolve is how paths below the root are resolved: RESOLVE_IN_ROOT for
+	// a target system; RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS for a user's home
+	// (see Home).
+	resolve uint64
 }
 
 // OpenRoot opens dir as the target system's "/". The directory must exist.
@@ -42,7 +46,7 @@ func OpenRoot(dir string) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening root %s: %w (create it first, or pass an existing directory to --root)", abs, err)
 	}
-	return &Root{dir: abs, fd: fd}, nil
+	return &Root{dir: abs, fd: fd, resolve: unix.RESOLVE_IN_ROOT}, nil
 }
 
 // Close releases the root's directory descriptor.
@@ -75,10 +79,13 @@ func (r *Root) openat2(target string, flags uint64, resolve uint64) (int, error)
 		fd, err := unix.Openat2(r.fd, rel, &unix.OpenHow{
 			Flags:   flags | unix.O_CLOEXEC,
 			Mode:    0,
-			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | resolve,
+			Resolve: r.resolve | unix.RESOLVE_NO_MAGICLINKS | resolve,
 		})
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
+		}
+		if (err == unix.ELOOP || err == unix.EXDEV) && (r.resolve|resolve)&unix.RESOLVE_NO_SYMLINKS != 0 {
+			return -1, &fs.PathError{Op: "open", Path: r.HostPath(target), Err: fmt.Errorf("a symlink is on the way; refusing to follow it in a user's home: %w", unix.ELOOP)}
 		}
 		if err != nil {
 			return -1, &fs.PathError{Op: "open", Path: r.HostPath(target), Err: err}
@@ -285,13 +292,17 @@ func (r *Root) RemoveAll(target string) error {
 // overlayfs lower layer in an image build, a bind-mounted directory), it
 // copies to a temporary name beside the destination, renames that into place
 // and only then removes the source, so nothing is lost if it is interrupted.
-func (r *Root) Rename(from, to string) error {
-	pf, doneF, err := r.at(from)
+func (r *Root) Rename(from, to string) error { return move(r, from, r, to) }
+
+// move renames from (in tree a) to to (in tree b) through descriptors held
+// on both parents, with the copy fallback across devices.
+func move(a *Root, from string, b *Root, to string) error {
+	pf, doneF, err := a.at(from)
 	if err != nil {
 		return err
 	}
 	defer doneF()
-	pt, doneT, err := r.at(to)
+	pt, doneT, err := b.at(to)
 	if err != nil {
 		return err
 	}
@@ -301,15 +312,25 @@ func (r *Root) Rename(from, to string) error {
 		return nil
 	}
 	if !errors.Is(err, syscall.EXDEV) {
-		return fmt.Errorf("moving %s to %s: %w", r.HostPath(from), r.HostPath(to), unwrapLink(err))
+		return fmt.Errorf("moving %s to %s: %w", a.HostPath(from), b.HostPath(to), unwrapLink(err))
 	}
 	if err := copyTree(pf, pt); err != nil {
-		return fmt.Errorf("copying %s to %s across devices: %w", r.HostPath(from), r.HostPath(to), err)
+		return fmt.Errorf("copying %s to %s across devices: %w", a.HostPath(from), b.HostPath(to), err)
 	}
 	if err := os.RemoveAll(pf); err != nil {
-		return fmt.Errorf("removing %s after copying it: %w", r.HostPath(from), err)
+		return fmt.Errorf("removing %s after copying it: %w", a.HostPath(from), err)
 	}
 	return nil
+}
+
+// Lchown sets the owner of target itself (a link is not followed).
+func (r *Root) Lchown(target string, uid, gid int) error {
+	p, done, err := r.at(target)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.rewrap(target, chown(p, uid, gid))
 }
 
 func unwrapLink(err error) error {
