@@ -23,3 +23,36 @@ go vet ./...
 # a skipped sandbox test must never pass for a tested one.
 export CCO_REQUIRE_BWRAP=1
 go test -count=1 -timeout 30m ./...
+
+# The extractor's fuzz targets, seeded with hostile archives, for a short
+# budget (a short -fuzzminimizetime keeps a find from eating the budget).
+for target in FuzzExtractTar FuzzExtract; do
+  go test -run '^$' -fuzz "^${target}\$" -fuzztime 20s -fuzzminimizetime 5s ./vendorfetch/extract/
+done
+
+# --- shipping: packages, vm-tests, Ansible (packaging/, vm-tests/, examples/) ---
+# The vm-tests start a fresh Debian root (built once by mmdebstrap and cached
+# in /var/cache/cco-vm-tests: the only step here that reaches the Debian
+# archive) in its own namespaces and install the real .deb in it.
+ship_need=()
+command -v mmdebstrap >/dev/null || ship_need+=(mmdebstrap)
+command -v ansible-playbook >/dev/null || ship_need+=(ansible)
+command -v rpm >/dev/null || ship_need+=(rpm)
+command -v zstd >/dev/null || ship_need+=(zstd)
+if [ ${#ship_need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing: ${ship_need[*]}; install them (sudo apt-get install -y ${ship_need[*]}) or run this as root" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${ship_need[@]}" >/dev/null
+fi
+go run ./vm-tests/cmd/mkroot >/dev/null
+CCO_VM_TESTS=1 go test -count=1 -timeout 20m ./packaging/... ./vm-tests/... ./bench/...
+# goreleaser's own check, where a goreleaser v2 is installed (its latest
+# release needs a newer Go than this machine's, so CI does not fetch it).
+if command -v goreleaser >/dev/null; then
+  goreleaser check -f goreleaser.yaml
+fi
+# --- end shipping ---

@@ -1,0 +1,137 @@
+package vmtests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cco-dev/cco/packaging/release"
+)
+
+// The two builds the scenarios install: "old" is the previous release an
+// upgrade starts from, "new" is this checkout.
+const (
+	oldVersion = "0.1.0"
+	newVersion = "0.2.0"
+)
+
+// Build is one version's .deb and the shadow inside it.
+type Build struct {
+	Version string
+	Deb     string
+	Shadow  []byte
+}
+
+var (
+	buildOnce sync.Once
+	builds    map[string]*Build
+	buildErr  error
+	buildDir  string
+	standIn   bool // the shadow did not compile; a stand-in is packaged
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// repo is the checkout the packages are built from.
+func repo() string { return envOr("CCO_VM_REPO", "..") }
+
+// packages builds both versions once per test binary with the release
+// settings of goreleaser.yaml, compiling cco-install and the shadow from
+// this checkout.
+func packages(t *testing.T) map[string]*Build {
+	t.Helper()
+	requireVM(t) // no compiling when the scenarios do not run
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "cco-vm-packages-")
+		if buildErr != nil {
+			return
+		}
+		builds = map[string]*Build{}
+		for _, v := range []string{oldVersion, newVersion} {
+			b, err := buildVersion(v)
+			if err != nil {
+				buildErr = err
+				return
+			}
+			builds[v] = b
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	if standIn {
+		t.Log("NOTE: cmd/shadow does not compile here; the packages carry a stand-in shadow")
+	}
+	return builds
+}
+
+func buildVersion(v string) (*Build, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	f, err := release.Load(filepath.Join(repo(), "goreleaser.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	o := &release.Options{Repo: repo(), Dist: filepath.Join(buildDir, v), Version: v,
+		Arches: []string{hostArch()}, Formats: []string{"deb"}, Epoch: time.Unix(1700000000, 0)}
+	if err := compiles(ctx, "./cmd/shadow"); err != nil {
+		standIn = true
+		p := filepath.Join(buildDir, "shadow-stand-in-"+v)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n# stand-in shadow "+v+"\necho \"stand-in shadow: $0\" >&2\nexit 126\n"), 0o755); err != nil {
+			return nil, err
+		}
+		o.Prebuilt = map[string]string{"shadow": p}
+	}
+	if _, err := release.BuildBinaries(ctx, f, o); err != nil {
+		return nil, err
+	}
+	arts, err := release.Packages(ctx, f, o)
+	if err != nil {
+		return nil, err
+	}
+	b := &Build{Version: v}
+	for _, a := range arts {
+		if a.Kind == "deb" {
+			b.Deb = a.Path
+		}
+	}
+	if b.Deb == "" {
+		return nil, fmt.Errorf("version %s: no deb among %v", v, arts)
+	}
+	if b.Shadow, err = os.ReadFile(filepath.Join(o.Dist, "shadow_linux_"+hostArch()+map[string]string{"amd64": "_v1", "arm64": "_v8.0"}[hostArch()], "shadow")); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func compiles(ctx context.Context, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", os.DevNull, pkg)
+	cmd.Dir = repo()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %v\n%s", pkg, err, out.String())
+	}
+	return nil
+}
+
+func hostArch() string {
+	out, err := exec.Command("go", "env", "GOARCH").Output()
+	if err != nil {
+		return "amd64"
+	}
+	return string(bytes.TrimSpace(out))
+}
