@@ -8,6 +8,12 @@ need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v ip >/dev/null || need+=(iproute2)
 command -v curl >/dev/null || need+=(curl)
+# The vm-tests build a fresh Debian root with mmdebstrap, test the Ansible
+# example, and inspect the rpm and the deb.
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+command -v ansible-playbook >/dev/null || need+=(ansible)
+command -v rpm >/dev/null || need+=(rpm)
+command -v zstd >/dev/null || need+=(zstd)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need[*]}; install them (sudo apt-get install -y ${need[*]}) or run this as root" >&2
@@ -34,20 +40,6 @@ done
 # The vm-tests start a fresh Debian root (built once by mmdebstrap and cached
 # in /var/cache/cco-vm-tests: the only step here that reaches the Debian
 # archive) in its own namespaces and install the real .deb in it.
-ship_need=()
-command -v mmdebstrap >/dev/null || ship_need+=(mmdebstrap)
-command -v ansible-playbook >/dev/null || ship_need+=(ansible)
-command -v rpm >/dev/null || ship_need+=(rpm)
-command -v zstd >/dev/null || ship_need+=(zstd)
-if [ ${#ship_need[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "missing: ${ship_need[*]}; install them (sudo apt-get install -y ${ship_need[*]}) or run this as root" >&2
-    exit 1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${ship_need[@]}" >/dev/null
-fi
 go run ./vm-tests/cmd/mkroot >/dev/null
 CCO_VM_TESTS=1 go test -count=1 -timeout 20m ./packaging/... ./vm-tests/... ./bench/...
 # goreleaser's own check, where a goreleaser v2 is installed (its latest
