@@ -1,0 +1,180 @@
+package agent
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestSelect(t *testing.T) {
+	for _, tc := range []struct {
+		base, sel, want, err string
+	}{
+		{base: "claude", want: "claude"},
+		{base: "codex", want: "codex"},
+		{base: "claude", sel: "codex", want: "codex"},
+		{base: "codex", sel: "claude", want: "claude"},
+		{base: "gemini", err: `"gemini" is not a built-in agent`},
+		{base: "claude", sel: "/tmp/evil", err: `CCO_AGENT="/tmp/evil" is not a built-in agent`},
+		{base: "claude", sel: "../codex", err: `CCO_AGENT="../codex"`},
+	} {
+		m := map[string]string{}
+		if tc.sel != "" {
+			m[EnvSelect] = tc.sel
+		}
+		p, err := Select(tc.base, env(m))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Select(%q, %q) error = %v, want %q", tc.base, tc.sel, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || p.Name != tc.want {
+			t.Errorf("Select(%q, %q) = %v, %v; want %s", tc.base, tc.sel, p, err, tc.want)
+		}
+	}
+}
+
+func TestTableShape(t *testing.T) {
+	c, _ := Lookup("claude")
+	x, _ := Lookup("codex")
+	if c.Binary != "/usr/libexec/cco/claude/current/claude" || x.Binary != "/usr/libexec/cco/codex-dist/current/bin/codex" {
+		t.Fatalf("binaries: %s %s", c.Binary, x.Binary)
+	}
+	if !reflect.DeepEqual(c.Env, []string{"DISABLE_AUTOUPDATER=1", "DISABLE_UPDATES=1"}) ||
+		!reflect.DeepEqual(x.Env, []string{"CODEX_UPDATE_DISABLED=1"}) {
+		t.Fatalf("env: %v %v", c.Env, x.Env)
+	}
+	if !reflect.DeepEqual(Names(), []string{"claude", "codex"}) {
+		t.Fatalf("names %v", Names())
+	}
+	ws := WorkspaceReadOnly()
+	for _, want := range []string{".git/hooks", ".git/config", ".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml"} {
+		found := false
+		for _, w := range ws {
+			found = found || w == want
+		}
+		if !found {
+			t.Errorf("WorkspaceReadOnly lacks %s: %v", want, ws)
+		}
+	}
+}
+
+func TestClaudeArgs(t *testing.T) {
+	c, _ := Lookup("claude")
+	for _, tc := range []struct {
+		name string
+		in   []string
+		skip bool
+		want []string
+	}{
+		{"plain", nil, false, []string{"--no-chrome"}},
+		{"skip", nil, true, []string{"--no-chrome", "--dangerously-skip-permissions"}},
+		{"strip chrome", []string{"--chrome", "-p", "hi"}, false, []string{"--no-chrome", "-p", "hi"}},
+		{"strip chrome=", []string{"--chrome=true", "x"}, false, []string{"--no-chrome", "x"}},
+		{"no dup no-chrome", []string{"--no-chrome"}, false, []string{"--no-chrome"}},
+		{"no dup skip", []string{"--dangerously-skip-permissions"}, true, []string{"--no-chrome", "--dangerously-skip-permissions"}},
+		{"user skip kept", []string{"--dangerously-skip-permissions"}, false, []string{"--no-chrome", "--dangerously-skip-permissions"}},
+		{"subcommand", []string{"mcp", "list", "--chrome"}, false, []string{"--no-chrome", "mcp", "list"}},
+		{"resume", []string{"--resume", "abc", "--chrome"}, false, []string{"--no-chrome", "--resume", "abc"}},
+		{"after dashdash", []string{"mcp", "add", "x", "--", "srv", "--chrome"}, false,
+			[]string{"--no-chrome", "mcp", "add", "x", "--", "srv", "--chrome"}},
+	} {
+		got := c.Args(tc.in, Options{SkipPermissions: tc.skip})
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Args(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+const B = codexBypass
+
+func TestCodexArgs(t *testing.T) {
+	x, _ := Lookup("codex")
+	for _, tc := range []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{"plain empty", nil, []string{B}},
+		{"plain prompt", []string{"fix it"}, []string{B, "fix it"}},
+		{"plain model", []string{"-m", "o3", "hi"}, []string{B, "-m", "o3", "hi"}},
+		{"plain -s", []string{"-s", "read-only", "hi"}, []string{B, "hi"}},
+		{"plain -s=", []string{"-s=workspace-write"}, []string{B}},
+		{"plain -sX", []string{"-sread-only"}, []string{B}},
+		{"plain --sandbox", []string{"--sandbox", "read-only"}, []string{B}},
+		{"plain --sandbox=", []string{"--sandbox=read-only", "p"}, []string{B, "p"}},
+		{"plain -a", []string{"-a", "on-request"}, []string{B}},
+		{"plain -aX", []string{"-auntrusted"}, []string{B}},
+		{"plain -a=", []string{"-a=never"}, []string{B}},
+		{"plain --ask", []string{"--ask-for-approval", "never"}, []string{B}},
+		{"plain --ask=", []string{"--ask-for-approval=never"}, []string{B}},
+		{"plain full-auto", []string{"--full-auto"}, []string{B}},
+		{"plain yolo dedup", []string{"--yolo", B}, []string{B}},
+		{"-c sandbox_mode", []string{"-c", "sandbox_mode=read-only"}, []string{B}},
+		{"-c quoted", []string{"-c", `"sandbox_mode" = "read-only"`}, []string{B}},
+		{"-c spaced", []string{"-c", ` sandbox_mode ="read-only"`}, []string{B}},
+		{"-c dotted", []string{"-c", "profiles.x.approval_policy=untrusted"}, []string{B}},
+		{"-c inline", []string{"-c", `profiles={x={sandbox_mode="read-only"}}`}, []string{B}},
+		{"-c glued", []string{"-csandbox_mode=read-only"}, []string{B}},
+		{"-c=", []string{"-c=approval_policy=never"}, []string{B}},
+		{"--config", []string{"--config", "approval_policy=on-request"}, []string{B}},
+		{"--config=", []string{"--config=sandbox_mode=danger-full-access"}, []string{B}},
+		{"-c other kept", []string{"-c", "model=o3"}, []string{B, "-c", "model=o3"}},
+		{"-c lookalike kept", []string{"-c", "my_sandbox_mode_note=1"}, []string{B, "-c", "my_sandbox_mode_note=1"}},
+		{"--config= other kept", []string{"--config=model=o3"}, []string{B, "--config=model=o3"}},
+		{"value not stripped", []string{"-m", "-s", "hi"}, []string{B, "-m", "-s", "hi"}},
+		{"exec", []string{"exec", "do it"}, []string{"exec", B, "do it"}},
+		{"exec alias", []string{"e", "do it"}, []string{"e", B, "do it"}},
+		{"exec full-auto", []string{"exec", "--full-auto", "-s", "read-only", "x"}, []string{"exec", B, "x"}},
+		{"root flags then exec", []string{"-c", "model=o3", "-a", "never", "exec", "--sandbox=read-only", "x"},
+			[]string{"-c", "model=o3", "exec", B, "x"}},
+		{"exec resume", []string{"exec", "resume", "--last", "-c", "sandbox_mode=read-only"}, []string{"exec", B, "resume", "--last"}},
+		{"resume", []string{"resume", "--last", "-a", "on-request"}, []string{"resume", B, "--last"}},
+		{"resume root flag", []string{"-m", "o3", "resume", "abc"}, []string{"-m", "o3", "resume", B, "abc"}},
+		{"agents", []string{"agents", "--full-auto", "-C", "/w"}, []string{"agents", B, "-C", "/w"}},
+		{"agents config", []string{"agents", "--config=approval_policy=never", "--enable", "x"}, []string{"agents", B, "--enable", "x"}},
+		{"login gets nothing", []string{"login"}, []string{"login"}},
+		{"mcp dashdash", []string{"mcp", "add", "s", "--", "srv", "-s", "x"}, []string{"mcp", "add", "s", "--", "srv", "-s", "x"}},
+		{"dashdash prompt", []string{"--", "-s is a prompt"}, []string{B, "--", "-s is a prompt"}},
+	} {
+		got := x.Args(tc.in, Options{SkipPermissions: true})
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Args(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestCodexArgsNeverLeakPolicy(t *testing.T) {
+	x, _ := Lookup("codex")
+	forms := [][]string{
+		{"-s", "read-only"}, {"-sread-only"}, {"-s=read-only"}, {"--sandbox", "read-only"}, {"--sandbox=read-only"},
+		{"-a", "never"}, {"-anever"}, {"-a=never"}, {"--ask-for-approval", "never"}, {"--ask-for-approval=never"},
+		{"--full-auto"}, {"-c", "sandbox_mode=x"}, {"-csandbox_mode=x"}, {"-c=sandbox_mode=x"},
+		{"--config", "approval_policy=x"}, {"--config=approval_policy=x"},
+	}
+	for _, place := range [][]string{nil, {"exec"}, {"resume"}, {"agents"}} {
+		for _, f := range forms {
+			in := append(append([]string{}, place...), f...)
+			got := x.Args(in, Options{})
+			n := 0
+			for _, g := range got {
+				if g == B {
+					n++
+				}
+				if g == "--full-auto" || strings.Contains(g, "sandbox_mode") || strings.Contains(g, "approval_policy") ||
+					g == "-s" || g == "-a" || strings.HasPrefix(g, "--sandbox") || strings.HasPrefix(g, "--ask") ||
+					g == "read-only" || g == "never" {
+					t.Errorf("Args(%q) = %q leaks %q", in, got, g)
+				}
+			}
+			if n != 1 {
+				t.Errorf("Args(%q) = %q: bypass %d times", in, got, n)
+			}
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"regexp"
+	"strings"
+)
+
+// claudeArgs injects --no-chrome (the browser bridge reaches outside the
+// jail) and, when sandbox.toml asks, --dangerously-skip-permissions; it strips
+// --chrome. Claude's options are global, so the injected flags go first,
+// where every subcommand accepts them. Nothing after "--" is touched.
+func claudeArgs(user []string, o Options) []string {
+	out := make([]string, 0, len(user)+2)
+	out = append(out, "--no-chrome")
+	if o.SkipPermissions {
+		out = append(out, "--dangerously-skip-permissions")
+	}
+	for i, a := range user {
+		if a == "--" {
+			return append(out, user[i:]...)
+		}
+		if a == "--chrome" || strings.HasPrefix(a, "--chrome=") || a == "--no-chrome" {
+			continue
+		}
+		if o.SkipPermissions && a == "--dangerously-skip-permissions" {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// codexBypass turns Codex's own sandbox off: inside the jail its bundled
+// bwrap cannot work, and the jail is the boundary.
+const codexBypass = "--dangerously-bypass-approvals-and-sandbox"
+
+// codexValueFlags take a value in the next argument unless written with "="
+// (or glued, for short flags). Knowing them keeps a value such as
+// `-m -s` from being mistaken for a flag or a subcommand.
+var codexValueFlags = map[string]bool{
+	"-c": true, "--config": true, "--enable": true, "--disable": true,
+	"-i": true, "--image": true, "-m": true, "--model": true,
+	"-p": true, "--profile": true, "-s": true, "--sandbox": true,
+	"-a": true, "--ask-for-approval": true, "-C": true, "--cd": true,
+	"--add-dir": true, "--local-provider": true, "--remote": true,
+	"--remote-auth-token-env": true, "--output-schema": true, "--color": true,
+	"-o": true, "--output-last-message": true,
+}
+
+// codexAgentCommands run an agent loop and take the bypass flag after their
+// own name; for the plain TUI it goes first. Other subcommands (login, mcp,
+// app-server, completion, ...) do not accept it and get nothing.
+var codexAgentCommands = map[string]bool{
+	"exec": true, "e": true, "resume": true, "fork": true, "review": true, "agents": true,
+}
+
+// codexPolicyKey matches a -c/--config override that sets sandbox_mode or
+// approval_policy in any TOML spelling: bare, quoted, dotted
+// (profiles.x.sandbox_mode) or inside an inline table.
+var codexPolicyKey = regexp.MustCompile(`(^|[.{,\s"'])(sandbox_mode|approval_policy)["']?\s*(=|$)`)
+
+// codexArgs strips every flag that re-enables Codex's own sandbox or
+// approvals (-s/--sandbox, -a/--ask-for-approval, --full-auto, which in
+// `codex exec` wins over the bypass, and -c/--config overrides of
+// sandbox_mode or approval_policy) in every spelling, and injects the bypass
+// once where the subcommand accepts it.
+func codexArgs(user []string, _ Options) []string {
+	out := make([]string, 0, len(user)+1)
+	inject := 0 // index in out where the bypass goes; -1 once placed or not wanted
+	sub := false
+	for i := 0; i < len(user); i++ {
+		a := user[i]
+		if a == "--" {
+			out = append(out, user[i:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			out = append(out, a)
+			if !sub {
+				sub = true
+				if codexAgentCommands[a] {
+					inject = len(out)
+				} else if isCodexSubcommand(a) {
+					inject = -1
+				}
+				// Anything else is the prompt of the plain TUI: keep inject=0.
+			}
+			continue
+		}
+		name, val, hasVal := splitFlag(a)
+		switch name {
+		case codexBypass, "--yolo", "--full-auto":
+			continue
+		case "-s", "--sandbox", "-a", "--ask-for-approval":
+			if !hasVal && i+1 < len(user) {
+				i++
+			}
+			continue
+		case "-c", "--config":
+			if !hasVal {
+				if i+1 >= len(user) {
+					out = append(out, a)
+					continue
+				}
+				i++
+				val = user[i]
+				if codexPolicyKey.MatchString(val) {
+					continue
+				}
+				out = append(out, a, val)
+				continue
+			}
+			if codexPolicyKey.MatchString(val) {
+				continue
+			}
+			out = append(out, a)
+			continue
+		}
+		out = append(out, a)
+		if codexValueFlags[name] && !hasVal && i+1 < len(user) {
+			i++
+			out = append(out, user[i])
+		}
+	}
+	if inject < 0 {
+		return out
+	}
+	out = append(out, "")
+	copy(out[inject+1:], out[inject:])
+	out[inject] = codexBypass
+	return out
+}
+
+// isCodexSubcommand lists Codex's subcommands that are not agent loops.
+func isCodexSubcommand(a string) bool {
+	switch a {
+	case "login", "logout", "mcp", "mcp-server", "app-server", "completion", "sandbox", "debug",
+		"apply", "a", "cloud", "features", "help", "proto", "generate-ts", "responses-api-proxy",
+		"stdio-to-uds", "execpolicy":
+		return true
+	}
+	return false
+}
+
+// splitFlag separates a flag from an attached value: "--x=v", "-x=v" and
+// the glued short form "-xv" (short flags are one letter).
+func splitFlag(a string) (name, val string, hasVal bool) {
+	if strings.HasPrefix(a, "--") {
+		if n, v, ok := strings.Cut(a, "="); ok {
+			return n, v, true
+		}
+		return a, "", false
+	}
+	if len(a) > 2 {
+		v := a[2:]
+		return a[:2], strings.TrimPrefix(v, "="), true
+	}
+	return a, "", false
+}

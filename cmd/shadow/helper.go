@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/cco-dev/cco/guard"
+	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/appserver"
+	"github.com/cco-dev/cco/sandbox/pty"
+)
+
+// helper runs the in-sandbox modes:
+//
+//	sandbox-helper guard <hook> [args...]    the guard's hooks
+//	sandbox-helper exec -- <program> [args]  start the agent inside the jail
+//
+// exec refuses unless sandbox.ProbeJail passes: on the host it must never
+// start a vendor binary unwrapped.
+func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper guard <hook> [args...] | exec -- <program> [args...]")
+		return 2
+	}
+	switch args[0] {
+	case "guard":
+		if len(args) < 2 {
+			fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper guard <hook> [args...]")
+			return 2
+		}
+		return guard.Run(args[1], args[2:], stdin, stdout, stderr)
+	case "exec":
+		rest := args[1:]
+		if len(rest) > 0 && rest[0] == "--" {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 {
+			fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper exec -- <program> [args...]")
+			return 2
+		}
+		m, err := sandbox.ProbeJail()
+		if err != nil {
+			fmt.Fprintf(stderr, "cco sandbox-helper: refusing to run %s outside a cco jail: %v (start the agent as claude or codex instead)\n", rest[0], err)
+			return exitCannotRun
+		}
+		return execAgent(m.Agent, rest, stderr)
+	}
+	fmt.Fprintf(stderr, "cco sandbox-helper: unknown mode %q (modes: guard, exec)\n", args[0])
+	return 2
+}
+
+// execAgent starts the agent in the jail. On a terminal it gets a fresh pty
+// of the jail's own devpts (TIOCSTI into it reaches nothing outside);
+// otherwise the helper replaces itself with the agent.
+func execAgent(agentName string, argv []string, stderr io.Writer) int {
+	if agentName == "codex" && appserver.Applies(argv[1:]) {
+		// `codex agents` needs an app-server of its own in this pid
+		// namespace; the client's status is the result.
+		return appserver.Run(argv[0], argv[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr)
+	}
+	// The shadow starts bwrap with SIGINT and SIGQUIT ignored, so that a
+	// terminal's ^C does not kill bwrap; catching them here means exec
+	// resets them to the default for the agent.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGQUIT)
+	if pty.IsTerminal(os.Stdin) {
+		code, err := pty.Run(exec.Command(argv[0], argv[1:]...))
+		if err != nil {
+			fmt.Fprintf(stderr, "cco sandbox-helper: starting %s: %v\n", argv[0], err)
+		}
+		return code
+	}
+	err := syscall.Exec(argv[0], argv, os.Environ())
+	fmt.Fprintf(stderr, "cco sandbox-helper: starting %s: %v\n", argv[0], err)
+	if os.IsNotExist(err) {
+		return exitNotFound
+	}
+	return exitCannotRun
+}

@@ -1,0 +1,422 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cco-dev/cco/agent"
+)
+
+// argvCheck makes assertions about one bwrap argv: that an option with its
+// operands is present (a "pair"), absent, or ordered before another.
+type argvCheck struct {
+	t    *testing.T
+	argv []string
+	n    int
+}
+
+// find returns the index of the first occurrence of the option op with
+// exactly these operands, or -1.
+func (c *argvCheck) find(op string, operands ...string) int {
+	for i := 0; i+len(operands) < len(c.argv); i++ {
+		if c.argv[i] == op && slices.Equal(c.argv[i+1:i+1+len(operands)], operands) {
+			// Only before "--": after it come the command's arguments.
+			if j := slices.Index(c.argv, "--"); j >= 0 && i > j {
+				return -1
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+func (c *argvCheck) has(op string, operands ...string) int {
+	c.t.Helper()
+	c.n++
+	i := c.find(op, operands...)
+	if i < 0 {
+		c.t.Errorf("argv lacks %s %q\nargv: %q", op, operands, c.argv)
+	}
+	return i
+}
+
+func (c *argvCheck) lacks(op string, operands ...string) {
+	c.t.Helper()
+	c.n++
+	if i := c.find(op, operands...); i >= 0 {
+		c.t.Errorf("argv has %s %q at %d, it must not", op, operands, i)
+	}
+}
+
+func (c *argvCheck) lacksValue(v string) {
+	c.t.Helper()
+	c.n++
+	for i, a := range c.argv {
+		if strings.Contains(a, v) {
+			c.t.Errorf("argv[%d] = %q contains %q", i, a, v)
+		}
+	}
+}
+
+// order asserts that each listed mount appears, in this order.
+func (c *argvCheck) order(mounts ...[]string) {
+	c.t.Helper()
+	last := -1
+	for _, m := range mounts {
+		i := c.has(m[0], m[1:]...)
+		c.n++
+		if i >= 0 && i <= last {
+			c.t.Errorf("%q at %d comes before the previous mount at %d", m, i, last)
+		}
+		if i >= 0 {
+			last = i
+		}
+	}
+}
+
+func (c *argvCheck) count(op string, operands ...string) int {
+	n := 0
+	for i := 0; i+len(operands) < len(c.argv); i++ {
+		if c.argv[i] == op && slices.Equal(c.argv[i+1:i+1+len(operands)], operands) {
+			n++
+		}
+	}
+	return n
+}
+
+func m(s ...string) []string { return s }
+
+type fixture struct {
+	home, ws, rt string
+}
+
+// newFixture lays out a host home with both agents' login state and
+// credentials, and a git workspace with the agents' settings files.
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	base := t.TempDir()
+	base, _ = filepath.EvalSymlinks(base)
+	f := &fixture{home: filepath.Join(base, "home"), ws: filepath.Join(base, "src/proj"), rt: filepath.Join(base, "rt")}
+	for _, d := range []string{
+		f.home + "/.claude", f.home + "/.codex/packages", f.home + "/.ssh", f.home + "/.config/gh",
+		f.ws + "/.git/hooks", f.ws + "/.claude", f.ws + "/.codex", f.rt,
+	} {
+		must(t, os.MkdirAll(d, 0o700))
+	}
+	for _, p := range []string{
+		f.home + "/.claude/settings.json", f.home + "/.codex/config.toml", f.home + "/.claude.json",
+		f.ws + "/.git/config", f.ws + "/.claude/settings.json", f.ws + "/.codex/config.toml",
+	} {
+		must(t, os.WriteFile(p, []byte("{}"), 0o600))
+	}
+	must(t, os.WriteFile(f.home+"/.gitconfig", []byte("[user]\n\tname = Ada L\n\temail = ada@example.org\n[alias]\n\tx = !rm -rf /\n"), 0o600))
+	return f
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) plan(t *testing.T, name string, uid int, cfg *Config, env []string) (*Spec, *Prep, *argvCheck) {
+	t.Helper()
+	p, _ := agent.Lookup(name)
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	s, pr, err := Plan(&Launch{Profile: p, Config: cfg, Home: f.home, User: "ada", UID: uid, Cwd: f.ws,
+		Environ: env, RuntimeDir: f.rt, Session: "s1", Args: []string{"--chrome", "-s", "read-only", "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SeccompFD, s.StatusFD = 3, 4
+	return s, pr, &argvCheck{t: t, argv: Argv(s)}
+}
+
+var hostEnv = []string{"TERM=xterm-256color", "LANG=C.UTF-8", "LC_ALL=C", "TZ=UTC", "COLORTERM=truecolor",
+	"SSH_AUTH_SOCK=/tmp/ssh-x/agent.1", "GITHUB_TOKEN=ghp_secret", "SENTINEL=leak", "PATH=/host/bin",
+	"HOME=/host/home", "LD_PRELOAD=/evil.so", "XDG_RUNTIME_DIR=/run/user/1000", "AWS_SECRET_ACCESS_KEY=x",
+	"CCO_AGENT=codex", "KEEP_ME=1"}
+
+func TestArgvCommon(t *testing.T) {
+	f := newFixture(t)
+	for _, name := range []string{"claude", "codex"} {
+		t.Run(name, func(t *testing.T) {
+			_, _, c := f.plan(t, name, 1000, &Config{PassEnv: []string{"KEEP_ME"}}, hostEnv)
+			// Namespaces, capabilities, seccomp, status: before any mount.
+			c.order(m("--die-with-parent"), m("--unshare-user"), m("--disable-userns"), m("--unshare-pid"),
+				m("--unshare-ipc"), m("--unshare-uts"), m("--unshare-cgroup-try"), m("--cap-drop", "ALL"),
+				m("--seccomp", "3"), m("--json-status-fd", "4"), m("--clearenv"), m("--ro-bind", "/", "/"))
+			c.lacks("--unshare-net") // egress is another jail's; the host network is shared
+			c.lacks("--new-session") // it would cut SIGWINCH and ^C
+			c.lacks("--share-net")
+			// The host environment: only the allow-list.
+			c.has("--setenv", "TERM", "xterm-256color")
+			c.has("--setenv", "LANG", "C.UTF-8")
+			c.has("--setenv", "LC_ALL", "C")
+			c.has("--setenv", "TZ", "UTC")
+			c.has("--setenv", "COLORTERM", "truecolor")
+			c.has("--setenv", "KEEP_ME", "1")
+			c.has("--setenv", "HOME", f.home)
+			c.has("--setenv", "USER", "ada")
+			c.has("--setenv", "LOGNAME", "ada")
+			c.has("--setenv", "PATH", jailPath)
+			c.has("--setenv", "GIT_CONFIG_SYSTEM", "/dev/null")
+			for _, leak := range []string{"SSH_AUTH_SOCK", "GITHUB_TOKEN", "SENTINEL", "LD_PRELOAD", "AWS_SECRET_ACCESS_KEY", "CCO_AGENT", "XDG_RUNTIME_DIR"} {
+				c.lacksValue(leak)
+			}
+			c.lacksValue("/host/bin")
+			c.lacksValue("ghp_secret")
+			if n := c.count("--setenv", "HOME", f.home); n != 1 {
+				t.Errorf("HOME set %d times", n)
+			}
+			// Private socket directories, then the home, then its login state.
+			c.order(m("--ro-bind", "/", "/"), m("--dev", "/dev"), m("--proc", "/proc"), m("--tmpfs", "/tmp"),
+				m("--tmpfs", "/run"), m("--tmpfs", "/run/user"), m("--tmpfs", "/run/user/1000"),
+				m("--perms", "0700", "--tmpfs", f.home))
+			// The workspace, then its command-bearing files read-only.
+			c.order(m("--tmpfs", "/tmp"), m("--bind", f.ws, f.ws),
+				m("--ro-bind", f.ws+"/.git/hooks", f.ws+"/.git/hooks"),
+				m("--ro-bind", f.ws+"/.git/config", f.ws+"/.git/config"),
+				m("--ro-bind", f.ws+"/.claude/settings.json", f.ws+"/.claude/settings.json"),
+				m("--ro-bind", f.ws+"/.codex/config.toml", f.ws+"/.codex/config.toml"))
+			// The curated gitconfig; the marker last, after /run's tmpfs.
+			c.order(m("--perms", "0700", "--tmpfs", f.home), m("--ro-bind", f.rt+"/gitconfig", f.home+"/.gitconfig"))
+			c.order(m("--tmpfs", "/run"), m("--bind", f.ws, f.ws), m("--tmpfs", f.home+"/.cache"), m("--remount-ro", f.home),
+				m("--ro-bind", f.rt+"/jail", MarkerPath), m("--chdir", f.ws))
+			// Credentials of the home are never bound.
+			c.lacksValue(f.home + "/.ssh")
+			c.lacksValue(f.home + "/.config/gh")
+			c.lacks("--bind", f.home, f.home)
+			c.lacks("--ro-bind", f.home, f.home)
+			// Root-only masks are absent for a user.
+			c.lacks("--ro-bind", "/dev/null", "/etc/shadow")
+			c.lacks("--tmpfs", "/root", "--remount-ro", "/root")
+			// The command: the helper, then the vendor binary, then the rewritten arguments.
+			p, _ := agent.Lookup(name)
+			i := slices.Index(c.argv, "--")
+			want := []string{HelperPath, "exec", "--", p.Binary}
+			if i < 0 || !slices.Equal(c.argv[i+1:i+5], want) {
+				t.Errorf("command = %q, want prefix %q", c.argv[i+1:], want)
+			}
+			c.n++
+			if c.argv[len(c.argv)-1] != "hi" || (name == "claude" && slices.Contains(c.argv[i:], "--chrome")) ||
+				(name == "codex" && slices.Contains(c.argv[i:], "read-only")) {
+				t.Errorf("user args not rewritten: %q", c.argv[i:])
+			}
+			t.Logf("%s: %d argv assertions", name, c.n)
+		})
+	}
+}
+
+func TestArgvClaude(t *testing.T) {
+	f := newFixture(t)
+	_, pr, c := f.plan(t, "claude", 1000, nil, hostEnv)
+	h := f.home
+	c.order(m("--perms", "0700", "--tmpfs", h), m("--bind", h+"/.claude", h+"/.claude"),
+		m("--ro-bind", h+"/.claude/settings.json", h+"/.claude/settings.json"),
+		m("--bind", f.ws, f.ws), m("--tmpfs", h+"/.local/share/claude"))
+	c.has("--ro-bind", SystemRoot+"/usr/libexec/cco/claude/current/claude", h+"/.local/bin/claude")
+	c.has("--setenv", "CLAUDE_CONFIG_DIR", h+"/.claude")
+	c.has("--setenv", "DISABLE_AUTOUPDATER", "1")
+	c.has("--setenv", "DISABLE_UPDATES", "1")
+	c.lacks("--setenv", "CODEX_UPDATE_DISABLED", "1")
+	c.lacksValue(h + "/.codex")
+	c.lacks("--bind", h+"/.claude.json", h+"/.claude.json") // a file bind breaks rename (EBUSY)
+	c.lacks("--ro-bind", h+"/.claude.json", h+"/.claude.json")
+	i := slices.Index(c.argv, "--")
+	c.n++
+	if !slices.Equal(c.argv[i+4:], []string{SystemRoot + "/usr/libexec/cco/claude/current/claude", "--no-chrome", "-s", "read-only", "hi"}) {
+		t.Errorf("claude command %q", c.argv[i+1:])
+	}
+	c.n++
+	if !slices.Equal(pr.CarryOver, [][2]string{{h + "/.claude.json", h + "/.claude/.claude.json"}}) {
+		t.Errorf("carry over %q", pr.CarryOver)
+	}
+	c.n++
+	if !slices.Equal(pr.Watched, []string{h + "/.claude/.claude.json"}) {
+		t.Errorf("watched %q", pr.Watched)
+	}
+	t.Logf("%d argv assertions", c.n)
+}
+
+func TestArgvCodex(t *testing.T) {
+	f := newFixture(t)
+	_, _, c := f.plan(t, "codex", 1000, nil, hostEnv)
+	h := f.home
+	c.order(m("--perms", "0700", "--tmpfs", h), m("--bind", h+"/.codex", h+"/.codex"),
+		m("--ro-bind", h+"/.codex/config.toml", h+"/.codex/config.toml"),
+		m("--bind", f.ws, f.ws), m("--tmpfs", h+"/.codex/packages"))
+	c.has("--setenv", "CODEX_UPDATE_DISABLED", "1")
+	c.lacks("--setenv", "DISABLE_UPDATES", "1")
+	c.lacks("--setenv", "CLAUDE_CONFIG_DIR", h+"/.claude")
+	c.lacksValue(h + "/.claude/")
+	c.lacks("--bind", h+"/.claude", h+"/.claude")
+	c.lacksValue(h + "/.local/bin/claude")
+	c.lacksValue("/.claude.json")
+	// The workspace's claude settings are protected in a codex jail too.
+	c.has("--ro-bind", f.ws+"/.claude/settings.json", f.ws+"/.claude/settings.json")
+	i := slices.Index(c.argv, "--")
+	c.n++
+	if !slices.Equal(c.argv[i+4:], []string{SystemRoot + "/usr/libexec/cco/codex-dist/current/bin/codex", "--dangerously-bypass-approvals-and-sandbox", "--chrome", "hi"}) {
+		t.Errorf("codex command %q", c.argv[i+1:])
+	}
+	t.Logf("%d argv assertions", c.n)
+}
+
+func TestArgvRoot(t *testing.T) {
+	f := newFixture(t)
+	for _, name := range []string{"claude", "codex"} {
+		_, _, c := f.plan(t, name, 0, nil, nil)
+		c.has("--cap-drop", "ALL")
+		ws := c.has("--bind", f.ws, f.ws)
+		for _, p := range []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers"} {
+			if _, err := os.Stat(p); err == nil {
+				if i := c.has("--ro-bind", "/dev/null", p); i < ws {
+					t.Errorf("mask of %s at %d precedes the workspace at %d", p, i, ws)
+				}
+			}
+		}
+		keys, _ := filepath.Glob("/etc/ssh/*_key")
+		for _, k := range keys {
+			c.has("--ro-bind", "/dev/null", k)
+		}
+		for _, d := range []string{"/etc/sudoers.d", "/root"} {
+			if _, err := os.Stat(d); err == nil {
+				if i := c.has("--tmpfs", d, "--remount-ro", d); i < ws {
+					t.Errorf("mask of %s precedes the workspace", d)
+				}
+			}
+		}
+		t.Logf("%s as root: %d argv assertions", name, c.n)
+	}
+}
+
+func TestArgvRootHomeIsRootNotMasked(t *testing.T) {
+	got := rootMasks("/root")
+	for _, m := range got {
+		if m.Path == "/root" {
+			t.Fatal("/root masked although it is the home")
+		}
+	}
+}
+
+func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
+	f := newFixture(t)
+	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", f.ws + "/.claude/settings.json", f.home + "/.claude/settings.json", f.home + "/.codex/packages"} {
+		must(t, os.RemoveAll(p))
+	}
+	must(t, os.RemoveAll(f.ws+"/.codex"))
+	_, pr, c := f.plan(t, "claude", 1000, nil, nil)
+	c.order(m("--bind", f.ws, f.ws), m("--ro-bind", f.rt+"/empty.d", f.ws+"/.git/hooks"),
+		m("--ro-bind", f.rt+"/empty", f.ws+"/.git/config"), m("--ro-bind", f.rt+"/empty.json", f.ws+"/.claude/settings.json"))
+	c.has("--ro-bind", f.rt+"/empty.json", f.home+"/.claude/settings.json")
+	// No parent directory: nothing to bind, and no stray .codex is created.
+	c.lacksValue(f.ws + "/.codex")
+	want := []Placeholder{{Path: f.home + "/.claude/settings.json"}, {Path: f.ws + "/.git/hooks", Dir: true},
+		{Path: f.ws + "/.git/config"}, {Path: f.ws + "/.claude/settings.json"}, {Path: f.ws + "/.claude/settings.local.json"}}
+	if !slices.Equal(pr.Placeholders, want) {
+		t.Errorf("placeholders %v, want %v", pr.Placeholders, want)
+	}
+	_, pr, _ = f.plan(t, "codex", 1000, nil, nil)
+	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.home + "/.codex/packages", Dir: true}) {
+		t.Errorf("codex placeholders %v lack ~/.codex/packages", pr.Placeholders)
+	}
+}
+
+func TestArgvSymlinkedSettingsResolved(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.Remove(f.ws+"/.git/config"))
+	must(t, os.WriteFile(f.ws+"/real-config", nil, 0o600))
+	must(t, os.Symlink("../real-config", f.ws+"/.git/config"))
+	_, _, c := f.plan(t, "codex", 1000, nil, nil)
+	c.has("--ro-bind", f.ws+"/real-config", f.ws+"/real-config")
+	c.lacks("--ro-bind", f.ws+"/.git/config", f.ws+"/.git/config")
+	must(t, os.Remove(f.ws+"/real-config"))
+	p, _ := agent.Lookup("codex")
+	_, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: f.rt})
+	if err == nil || !strings.Contains(err.Error(), f.ws+"/.git/config is a symlink to a missing path") {
+		t.Errorf("dangling link: %v", err)
+	}
+}
+
+func TestArgvWritableAndForge(t *testing.T) {
+	f := newFixture(t)
+	extra := filepath.Join(filepath.Dir(f.ws), "cache")
+	_, _, c := f.plan(t, "claude", 1000, &Config{AllowWrite: []string{extra}, Forge: []string{"github"}}, nil)
+	c.order(m("--perms", "0700", "--tmpfs", f.home), m("--bind-try", f.home+"/.config/gh", f.home+"/.config/gh"),
+		m("--bind-try", extra, extra), m("--bind", f.ws, f.ws))
+	g := string(Gitconfig(f.home, []string{"github"}))
+	if !strings.Contains(g, `helper = "!gh auth git-credential"`) || !strings.Contains(g, `[credential "https://github.com"]`) {
+		t.Errorf("gitconfig lacks the github helper:\n%s", g)
+	}
+}
+
+func TestGitconfigCurated(t *testing.T) {
+	f := newFixture(t)
+	g := string(Gitconfig(f.home, nil))
+	for _, want := range []string{"[user]", `name = "Ada L"`, `email = "ada@example.org"`} {
+		if !strings.Contains(g, want) {
+			t.Errorf("gitconfig lacks %q:\n%s", want, g)
+		}
+	}
+	for _, bad := range []string{"alias", "rm -rf", "credential", "helper"} {
+		if strings.Contains(g, bad) {
+			t.Errorf("gitconfig has %q:\n%s", bad, g)
+		}
+	}
+}
+
+func TestArgvSkipPermissions(t *testing.T) {
+	f := newFixture(t)
+	_, _, c := f.plan(t, "claude", 1000, &Config{ClaudeSkipPermissions: true}, nil)
+	i := slices.Index(c.argv, "--")
+	if !slices.Contains(c.argv[i:], "--dangerously-skip-permissions") {
+		t.Errorf("no --dangerously-skip-permissions: %q", c.argv[i:])
+	}
+	_, _, c = f.plan(t, "claude", 1000, nil, nil)
+	i = slices.Index(c.argv, "--")
+	if slices.Contains(c.argv[i:], "--dangerously-skip-permissions") {
+		t.Errorf("--dangerously-skip-permissions without the setting: %q", c.argv[i:])
+	}
+}
+
+func TestArgvPure(t *testing.T) {
+	s := &Spec{Env: []string{"A=1", "B=x=y"}, Private: []string{"/tmp"}, Home: "/h",
+		HomeBinds: []Bind{{Src: "/h/.a", Dst: "/h/.a"}}, Workspace: "/w",
+		ReadOnly: []Bind{{Src: "/w/.git/config", Dst: "/w/.git/config"}},
+		Masks:    []Mask{{Path: "/h/.a/p", Kind: MaskTmpfs}, {Path: "/etc/shadow", Kind: MaskFile}, {Path: "/root", Kind: MaskDir}},
+		Scratch:  []string{"/h/.cache"}, Marker: "/r/jail", Chdir: "/w/sub", Command: []string{"/helper", "exec", "--", "/bin/agent", "--", "-x"}, UnshareNet: true}
+	want := []string{"--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+		"--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL", "--clearenv",
+		"--setenv", "A", "1", "--setenv", "B", "x=y", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+		"--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", "/h", "--bind", "/h/.a", "/h/.a", "--bind", "/w", "/w",
+		"--ro-bind", "/w/.git/config", "/w/.git/config", "--tmpfs", "/h/.a/p", "--ro-bind", "/dev/null", "/etc/shadow",
+		"--tmpfs", "/root", "--remount-ro", "/root", "--tmpfs", "/h/.cache", "--remount-ro", "/h", "--ro-bind", "/r/jail", MarkerPath, "--chdir", "/w/sub",
+		"--", "/helper", "exec", "--", "/bin/agent", "--", "-x"}
+	a := Argv(s)
+	if !slices.Equal(a, want) {
+		t.Errorf("Argv =\n%q\nwant\n%q", a, want)
+	}
+	if b := Argv(s); !slices.Equal(a, b) {
+		t.Error("Argv is not deterministic")
+	}
+}
+
+func TestArgvDirectCommand(t *testing.T) {
+	f := newFixture(t)
+	p, _ := agent.Lookup("codex")
+	s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: f.rt, Args: []string{"exec", "x"}, Direct: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{SystemRoot + p.Binary, "exec", "--dangerously-bypass-approvals-and-sandbox", "x"}
+	if !slices.Equal(s.Command, want) {
+		t.Errorf("direct command %q, want %q", s.Command, want)
+	}
+}

@@ -1,0 +1,115 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+func TestParseConfig(t *testing.T) {
+	c, err := ParseConfig([]byte(`
+workspace_root = "/srv/w"
+allow_write = ["/var/cache/x"]
+pass_env = ["KEEP", "http_proxy"]
+forge = ["github"]
+claude_skip_permissions = true
+egress = "allowlist"
+egress_allow = ["*.example.org"]
+egress_ports = [443]
+`), "/etc/cco/sandbox.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.WorkspaceRoot != "/srv/w" || !slices.Equal(c.AllowWrite, []string{"/var/cache/x"}) || !c.ClaudeSkipPermissions ||
+		!slices.Equal(c.PassEnv, []string{"KEEP", "http_proxy"}) || !slices.Equal(c.Forge, []string{"github"}) ||
+		c.Egress != "allowlist" || !slices.Equal(c.EgressPorts, []int{443}) {
+		t.Errorf("parsed %+v", c)
+	}
+}
+
+func TestDefaultConfigParsesAndListsEveryKey(t *testing.T) {
+	if _, err := ParseConfig([]byte(DefaultConfigTOML), "default"); err != nil {
+		t.Fatal(err)
+	}
+	// Uncommenting every key of the default file must give a valid file.
+	var lines []string
+	for _, l := range strings.Split(DefaultConfigTOML, "\n") {
+		if strings.HasPrefix(l, "# ") && strings.Contains(l, " = ") {
+			lines = append(lines, strings.TrimPrefix(l, "# "))
+		}
+	}
+	c, err := ParseConfig([]byte(strings.Join(lines, "\n")), "uncommented")
+	if err != nil {
+		t.Fatalf("uncommented default: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	var keys map[string]any
+	toml.Decode(strings.Join(lines, "\n"), &keys)
+	for _, k := range []string{"workspace_root", "allow_write", "pass_env", "forge", "claude_skip_permissions",
+		"egress", "egress_allow", "allow_host", "allow_ip", "egress_ports", "egress_log"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("default file does not show %s", k)
+		}
+	}
+	_ = c
+}
+
+func TestParseConfigRefusals(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`workspace_roots = "/x"`, "unknown key workspace_roots"},
+		{"[extra]\nx = 1", "unknown key extra, extra.x"},
+		{`workspace_root = "rel"`, `workspace_root "rel" is not an absolute path`},
+		{`allow_write = ["rel/x"]`, `allow_write entry "rel/x" is not an absolute path`},
+		{`pass_env = ["PATH"]`, `pass_env entry "PATH"`},
+		{`pass_env = ["HOME"]`, `pass_env entry "HOME"`},
+		{`pass_env = ["USER"]`, `pass_env entry "USER"`},
+		{`pass_env = ["LD_PRELOAD"]`, `pass_env entry "LD_PRELOAD"`},
+		{`pass_env = ["LD_LIBRARY_PATH"]`, `pass_env entry "LD_LIBRARY_PATH"`},
+		{`pass_env = ["BASH_ENV"]`, `pass_env entry "BASH_ENV"`},
+		{`pass_env = ["ENV"]`, `pass_env entry "ENV"`},
+		{`pass_env = ["IFS"]`, `pass_env entry "IFS"`},
+		{`pass_env = ["CCO_AGENT"]`, `pass_env entry "CCO_AGENT"`},
+		{`pass_env = ["GIT_CONFIG_GLOBAL"]`, `pass_env entry "GIT_CONFIG_GLOBAL"`},
+		{`pass_env = ["CLAUDE_CONFIG_DIR"]`, `pass_env entry "CLAUDE_CONFIG_DIR"`},
+		{`pass_env = ["A=B"]`, `is not a variable name`},
+		{`forge = ["sourcehut"]`, `forge "sourcehut" is not known`},
+		{`egress = "open"`, `egress "open"`},
+		{`claude_skip_permissions = "yes"`, `parsing /etc/cco/sandbox.toml`},
+	} {
+		_, err := ParseConfig([]byte(tc.in), "/etc/cco/sandbox.toml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "/etc/cco/sandbox.toml") {
+			t.Errorf("%s: error %v, want %q naming the file", tc.in, err, tc.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "fix") && !strings.Contains(tc.want, "egress") {
+			t.Errorf("%s: error %v names no fix", tc.in, err)
+		}
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	d := t.TempDir()
+	c, err := LoadConfig(filepath.Join(d, "missing.toml"))
+	if err != nil || c.WorkspaceRoot != "" {
+		t.Fatalf("missing file: %v %+v", err, c)
+	}
+	p := filepath.Join(d, "s.toml")
+	must(t, os.WriteFile(p, []byte("forge = [\"gitlab\"]\n"), 0o644))
+	if os.Geteuid() == 0 {
+		c, err = LoadConfig(p)
+		if err != nil || c.Forge[0] != "gitlab" {
+			t.Fatalf("load: %v %+v", err, c)
+		}
+		must(t, os.Chmod(p, 0o666))
+		if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), "chmod 644 "+p) {
+			t.Errorf("world-writable config: %v", err)
+		}
+		must(t, os.Chmod(p, 0o644))
+		must(t, os.Chown(p, 65534, 65534))
+	}
+	if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), "must be owned by root") {
+		t.Errorf("config not owned by root: %v", err)
+	}
+}

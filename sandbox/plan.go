@@ -1,0 +1,425 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cco-dev/cco/agent"
+)
+
+// SystemRoot prefixes every system path the shadow reads or runs (vendor
+// binaries, the helper, sandbox.toml, bwrap). It is empty in production;
+// only test binaries set it.
+var SystemRoot = ""
+
+// System paths, relative to SystemRoot.
+const (
+	HelperPath = "/usr/libexec/cco/sandbox-helper"
+	BwrapPath  = "/usr/bin/bwrap"
+)
+
+// jailPath is the PATH inside: the shadow's /usr/local/bin first, so that a
+// nested `claude` is the shadow again.
+const jailPath = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+// Launch is what Plan needs to know about one launch.
+type Launch struct {
+	Profile *agent.Profile
+	Config  *Config
+	// Home, User and UID describe the invoking user.
+	Home string
+	User string
+	UID  int
+	// Cwd is the directory the agent was started in.
+	Cwd string
+	// Environ is the host environment (only the allow-list passes).
+	Environ []string
+	// RuntimeDir is a fresh private host directory for the marker and the
+	// other files the jail binds read-only.
+	RuntimeDir string
+	// Session names this launch in the marker.
+	Session string
+	// Args are the user's arguments.
+	Args []string
+	// Direct makes the vendor binary bwrap's command, without the in-jail
+	// helper: for a launch with no terminal and nothing else for the
+	// helper to do (it saves a process start).
+	Direct bool
+}
+
+// Placeholder is a mount point the shadow creates on the host because a
+// read-only bind must sit at a path that does not exist yet (bwrap would
+// create it anyway, and leave it behind).
+type Placeholder struct {
+	Path string
+	Dir  bool
+}
+
+// Prep is the host-side work Plan decided on: done before bwrap starts.
+type Prep struct {
+	// Files are written into RuntimeDir (name -> content).
+	Files []RuntimeFile
+	// LoginDirs are created (mode 0700) when missing: the agent's own state.
+	LoginDirs []string
+	// Placeholders are created, recorded, and removed after the session.
+	Placeholders []Placeholder
+	// CarryOver are {from, to}: from is copied to to once, when to is missing.
+	CarryOver [][2]string
+	// Watched are state files whose command-bearing entries are compared
+	// before and after the session.
+	Watched []string
+}
+
+// RuntimeFile is one file of the runtime directory.
+type RuntimeFile struct {
+	Name string
+	Data []byte
+	Mode fs.FileMode
+}
+
+// Runtime file names.
+const (
+	rtMarker    = "jail"
+	rtGitconfig = "gitconfig"
+	rtEmpty     = "empty"
+	rtEmptyJSON = "empty.json"
+	rtEmptyDir  = "empty.d"
+)
+
+// protectedSystem are trees no workspace or allow_write path may lie in
+// or contain: the system's configuration and programs (the guard, the
+// shadow, bwrap), cco's state, and the kernel's views.
+var protectedSystem = []string{"/etc", "/usr", "/var/lib/cco", "/boot", "/proc", "/sys", "/dev"}
+
+// scratchHome are the home's directories that stay writable (in memory)
+// under the read-only home: tools' caches.
+var scratchHome = []string{".cache"}
+
+// protectedHome are the home's trees that hold credentials or cco's own
+// bookkeeping.
+var protectedHome = []string{".ssh", ".claude", ".codex", ".aws", ".gnupg", ".local/state/cco"}
+
+// Plan decides the jail for one launch: the Spec and the host-side work
+// that must happen before bwrap runs. It reads the filesystem but changes
+// nothing; every refusal says what to do.
+func Plan(l *Launch) (*Spec, *Prep, error) {
+	p := l.Profile
+	home, err := realDir(l.Home, "home")
+	if err != nil {
+		return nil, nil, err
+	}
+	if home == "/" {
+		return nil, nil, fmt.Errorf("the home is / (fix: set HOME to your home directory)")
+	}
+	ws, err := workspace(l, home)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &Spec{Home: home, Workspace: ws, Chdir: l.Cwd}
+	pr := &Prep{}
+	rt := l.RuntimeDir
+
+	s.Private = privateDirs(l.Environ)
+
+	// The profile's login state, read-write; everything else of the home
+	// stays behind the tmpfs.
+	for _, rel := range p.Login {
+		d := filepath.Join(home, rel)
+		pr.LoginDirs = append(pr.LoginDirs, d)
+		s.HomeBinds = append(s.HomeBinds, Bind{Src: d, Dst: d})
+	}
+	hostBound := append([]string{ws}, pathsOf(s.HomeBinds)...)
+	for _, rel := range p.HomeReadOnly {
+		b, ph, err := readOnlyBind(filepath.Join(home, rel), rt, hostBound, pr.LoginDirs)
+		if err != nil {
+			return nil, nil, err
+		}
+		if b != nil {
+			s.HomeReadOnly = append(s.HomeReadOnly, *b)
+		}
+		pr.Placeholders = append(pr.Placeholders, ph...)
+	}
+	s.HomeReadOnly = append(s.HomeReadOnly, Bind{Src: filepath.Join(rt, rtGitconfig), Dst: filepath.Join(home, ".gitconfig")})
+	vendor := SystemRoot + p.Binary
+	if p.HomeBinary != "" {
+		s.HomeReadOnly = append(s.HomeReadOnly, Bind{Src: vendor, Dst: filepath.Join(home, p.HomeBinary)})
+	}
+	for _, f := range l.Config.Forge {
+		d := filepath.Join(home, Forges[f].TokenDir)
+		s.Writable = append(s.Writable, Bind{Src: d, Dst: d, Try: true})
+	}
+	for _, w := range l.Config.AllowWrite {
+		w = filepath.Clean(w)
+		if err := refuseTree(w, home, "allow_write entry"); err != nil {
+			return nil, nil, err
+		}
+		s.Writable = append(s.Writable, Bind{Src: w, Dst: w, Try: true})
+	}
+
+	for _, rel := range agent.WorkspaceReadOnly() {
+		b, ph, err := readOnlyBind(filepath.Join(ws, rel), rt, hostBound, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		if b != nil {
+			s.ReadOnly = append(s.ReadOnly, *b)
+		}
+		pr.Placeholders = append(pr.Placeholders, ph...)
+	}
+
+	for _, rel := range p.Masks {
+		m := filepath.Join(home, rel)
+		if under(m, hostBound) {
+			if _, err := os.Lstat(m); errors.Is(err, fs.ErrNotExist) {
+				pr.Placeholders = append(pr.Placeholders, Placeholder{Path: m, Dir: true})
+			}
+		}
+		s.Masks = append(s.Masks, Mask{Path: m, Kind: MaskTmpfs})
+	}
+	for _, rel := range scratchHome {
+		s.Scratch = append(s.Scratch, filepath.Join(home, rel))
+	}
+	if l.UID == 0 {
+		s.Masks = append(s.Masks, rootMasks(home)...)
+	}
+
+	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + jailPath,
+		"SHELL=/bin/bash", "GIT_CONFIG_SYSTEM=/dev/null"}
+	env = append(env, p.Env...)
+	if p.ConfigDirEnv != "" {
+		env = append(env, p.ConfigDirEnv+"="+filepath.Join(home, p.Login[0]))
+	}
+	s.Env = append(env, allowedEnv(l.Environ, l.Config.PassEnv)...)
+
+	for _, c := range p.CarryOver {
+		pr.CarryOver = append(pr.CarryOver, [2]string{filepath.Join(home, c[0]), filepath.Join(home, c[1])})
+	}
+	for _, w := range p.Watched {
+		pr.Watched = append(pr.Watched, filepath.Join(home, w))
+	}
+
+	marker, err := markerJSON(&Marker{Schema: MarkerSchema, Agent: p.Name, Session: l.Session, Workspace: ws, Egress: "host"})
+	if err != nil {
+		return nil, nil, err
+	}
+	pr.Files = []RuntimeFile{
+		{Name: rtMarker, Data: marker, Mode: 0o444},
+		{Name: rtGitconfig, Data: Gitconfig(home, l.Config.Forge), Mode: 0o444},
+	}
+	if len(pr.Placeholders) > 0 {
+		// The stand-ins bound over placeholders.
+		pr.Files = append(pr.Files,
+			RuntimeFile{Name: rtEmpty, Mode: 0o444},
+			RuntimeFile{Name: rtEmptyJSON, Data: []byte("{}\n"), Mode: 0o444},
+			RuntimeFile{Name: rtEmptyDir, Mode: fs.ModeDir | 0o555})
+	}
+	s.Marker = filepath.Join(rt, rtMarker)
+
+	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}
+	if l.Direct {
+		s.Command = append([]string{vendor}, p.Args(l.Args, opts)...)
+	} else {
+		s.Command = append([]string{SystemRoot + HelperPath, "exec", "--", vendor}, p.Args(l.Args, opts)...)
+	}
+	return s, pr, nil
+}
+
+func pathsOf(bs []Bind) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = b.Dst
+	}
+	return out
+}
+
+// realDir resolves a directory's symlinks: bwrap cannot mount onto a link,
+// and the refusals compare real paths.
+func realDir(p, what string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("the %s %q is not an absolute path", what, p)
+	}
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("resolving the %s %s: %w", what, p, err)
+	}
+	fi, err := os.Stat(r)
+	if err != nil {
+		return "", fmt.Errorf("resolving the %s %s: %w", what, p, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("the %s %s is not a directory", what, p)
+	}
+	return r, nil
+}
+
+// workspace picks and checks the read-write directory.
+func workspace(l *Launch, home string) (string, error) {
+	cwd, err := realDir(l.Cwd, "current directory")
+	if err != nil {
+		return "", err
+	}
+	ws := cwd
+	if r := l.Config.WorkspaceRoot; r != "" {
+		ws, err = realDir(r, "workspace_root")
+		if err != nil {
+			return "", fmt.Errorf("%w (fix: correct workspace_root in %s)", err, ConfigPath)
+		}
+		if !within(cwd, ws) {
+			return "", fmt.Errorf("the current directory %s is outside workspace_root %s (fix: cd into %s, or change workspace_root in %s)", cwd, ws, ws, ConfigPath)
+		}
+	}
+	if err := refuseTree(ws, home, "workspace"); err != nil {
+		return "", err
+	}
+	return ws, nil
+}
+
+// refuseTree refuses a read-write path that is /, the home or an ancestor
+// of it (it would uncover the home's tmpfs), or that lies in or contains a
+// protected tree.
+func refuseTree(p, home, what string) error {
+	fix := "(fix: cd into a project directory, or set workspace_root in " + ConfigPath + ")"
+	if what != "workspace" {
+		fix = "(fix: remove it from allow_write in " + ConfigPath + ")"
+	}
+	if p == "/" {
+		return fmt.Errorf("refusing the %s /: it would make the whole system writable %s", what, fix)
+	}
+	if within(home, p) {
+		return fmt.Errorf("refusing the %s %s: it is the home %s or contains it, and would uncover the home's credentials %s", what, p, home, fix)
+	}
+	trees := append([]string{}, protectedSystem...)
+	for _, h := range protectedHome {
+		trees = append(trees, filepath.Join(home, h))
+	}
+	for _, t := range trees {
+		if within(p, t) || within(t, p) {
+			return fmt.Errorf("refusing the %s %s: it is in or contains the protected tree %s %s", what, p, t, fix)
+		}
+	}
+	return nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+func under(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if within(p, d) && p != d {
+			return true
+		}
+	}
+	return false
+}
+
+// readOnlyBind re-binds an existing command-bearing file or directory
+// read-only. A missing one whose parent directory exists on a host-bound
+// tree gets a placeholder (so that it cannot be created in the session)
+// with an empty stand-in bound over it.
+func readOnlyBind(p, rt string, hostBound, willExist []string) (*Bind, []Placeholder, error) {
+	fi, err := os.Lstat(p)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s is a symlink to a missing path, which a session could create (fix: remove the link or create its target)", p)
+		}
+		return &Bind{Src: r, Dst: r}, nil, nil
+	case err == nil:
+		return &Bind{Src: p, Dst: p}, nil, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fmt.Errorf("checking %s: %w", p, err)
+	}
+	parent := filepath.Dir(p)
+	pfi, err := os.Lstat(parent)
+	exists := err == nil && pfi.IsDir()
+	for _, d := range willExist {
+		exists = exists || d == parent
+	}
+	if !exists || !under(p, hostBound) {
+		return nil, nil, nil
+	}
+	dir := filepath.Base(p) == "hooks"
+	src := filepath.Join(rt, rtEmpty)
+	switch {
+	case dir:
+		src = filepath.Join(rt, rtEmptyDir)
+	case strings.HasSuffix(p, ".json"):
+		src = filepath.Join(rt, rtEmptyJSON)
+	}
+	return &Bind{Src: src, Dst: p}, []Placeholder{{Path: p, Dir: dir}}, nil
+}
+
+// privateDirs are the host's socket-bearing directories, each given an
+// empty tmpfs. /var/run is left out when it is a link to /run.
+func privateDirs(environ []string) []string {
+	out := []string{"/tmp", "/run"}
+	if fi, err := os.Lstat("/var/run"); err == nil && fi.IsDir() {
+		out = append(out, "/var/run")
+	}
+	out = append(out, "/run/user")
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok && filepath.IsAbs(v) {
+			v = filepath.Clean(v)
+			if v != "/run/user" && v != "/run" && v != "/tmp" && v != "/" {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// rootMasks hide what root still owns without capabilities.
+func rootMasks(home string) []Mask {
+	var m []Mask
+	for _, f := range []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/shadow-", "/etc/gshadow-"} {
+		if _, err := os.Lstat(f); err == nil {
+			m = append(m, Mask{Path: f, Kind: MaskFile})
+		}
+	}
+	keys, _ := filepath.Glob("/etc/ssh/*_key")
+	for _, k := range keys {
+		m = append(m, Mask{Path: k, Kind: MaskFile})
+	}
+	for _, d := range []string{"/etc/sudoers.d", "/var/lib/cco", "/root"} {
+		if d == home {
+			continue
+		}
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			m = append(m, Mask{Path: d, Kind: MaskDir})
+		}
+	}
+	return m
+}
+
+// allowedEnv keeps the host variables that may enter the jail: the
+// terminal's and the locale's, and sandbox.toml's pass_env.
+func allowedEnv(environ, pass []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if k == "TERM" || k == "COLORTERM" || k == "LANG" || k == "TZ" || strings.HasPrefix(k, "LC_") {
+			out = append(out, kv)
+			continue
+		}
+		for _, n := range pass {
+			if n == k && refusedEnv(k) == "" {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cco-dev/cco/agent"
+)
+
+func TestWorkspaceRefusals(t *testing.T) {
+	f := newFixture(t)
+	p, _ := agent.Lookup("claude")
+	must(t, os.MkdirAll(f.home+"/proj", 0o700))
+	must(t, os.MkdirAll(f.home+"/.ssh/keys", 0o700))
+	must(t, os.MkdirAll(f.home+"/.codex/x", 0o700))
+	must(t, os.Symlink(f.home, filepath.Dir(f.home)+"/homelink"))
+	for _, tc := range []struct {
+		cwd  string
+		cfg  Config
+		want string
+	}{
+		{cwd: "/", want: "refusing the workspace /: it would make the whole system writable"},
+		{cwd: f.home, want: "refusing the workspace " + f.home + ": it is the home"},
+		{cwd: filepath.Dir(f.home), want: "it is the home " + f.home + " or contains it"},
+		{cwd: filepath.Dir(f.home) + "/homelink", want: "refusing the workspace " + f.home},
+		{cwd: f.home + "/.ssh/keys", want: "protected tree " + f.home + "/.ssh"},
+		{cwd: f.home + "/.claude", want: "protected tree " + f.home + "/.claude"},
+		{cwd: f.home + "/.codex/x", want: "protected tree " + f.home + "/.codex"},
+		{cwd: "/etc", want: "protected tree /etc"},
+		{cwd: "/usr/lib", want: "protected tree /usr"},
+		{cwd: "/var", want: "contains the protected tree /var/lib/cco"},
+		{cwd: f.ws, cfg: Config{WorkspaceRoot: f.home + "/proj"}, want: "is outside workspace_root"},
+		{cwd: f.ws, cfg: Config{WorkspaceRoot: "/nonexistent-ws"}, want: "correct workspace_root"},
+		{cwd: f.home + "/proj", cfg: Config{WorkspaceRoot: f.home}, want: "refusing the workspace " + f.home},
+		{cwd: f.ws, cfg: Config{AllowWrite: []string{filepath.Dir(f.home)}}, want: "refusing the allow_write entry"},
+		{cwd: f.ws, cfg: Config{AllowWrite: []string{"/etc/cco"}}, want: "remove it from allow_write"},
+	} {
+		_, _, err := Plan(&Launch{Profile: p, Config: &tc.cfg, Home: f.home, Cwd: tc.cwd, RuntimeDir: f.rt})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "fix") {
+			t.Errorf("cwd %s cfg %+v: error %v, want %q with a fix", tc.cwd, tc.cfg, err, tc.want)
+		}
+	}
+	// A subdirectory of workspace_root is fine, and the root is the workspace.
+	must(t, os.MkdirAll(f.ws+"/sub", 0o700))
+	s, _, err := Plan(&Launch{Profile: p, Config: &Config{WorkspaceRoot: f.ws}, Home: f.home, Cwd: f.ws + "/sub", RuntimeDir: f.rt})
+	if err != nil || s.Workspace != f.ws || s.Chdir != f.ws+"/sub" {
+		t.Fatalf("workspace_root: %v %+v", err, s)
+	}
+}
+
+func TestPrivateDirs(t *testing.T) {
+	got := privateDirs([]string{"XDG_RUNTIME_DIR=/var/xdg/1000"})
+	want := []string{"/tmp", "/run"}
+	if fi, err := os.Lstat("/var/run"); err == nil && fi.IsDir() {
+		want = append(want, "/var/run")
+	}
+	want = append(want, "/run/user", "/var/xdg/1000")
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("privateDirs = %q, want %q", got, want)
+	}
+}
+
+func TestAllowedEnv(t *testing.T) {
+	got := allowedEnv(hostEnv, []string{"KEEP_ME", "PATH", "MISSING"})
+	want := "TERM=xterm-256color LANG=C.UTF-8 LC_ALL=C TZ=UTC COLORTERM=truecolor KEEP_ME=1"
+	if strings.Join(got, " ") != want {
+		t.Errorf("allowedEnv = %q, want %q", got, want)
+	}
+}

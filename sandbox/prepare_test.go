@@ -1,0 +1,147 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cco-dev/cco/agent"
+)
+
+func prep(t *testing.T, f *fixture, name string) (*Session, *Prep) {
+	t.Helper()
+	p, _ := agent.Lookup(name)
+	rt, err := os.MkdirTemp(t.TempDir(), "cco-jail-")
+	must(t, err)
+	_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: rt})
+	must(t, err)
+	s, err := Prepare(f.home, rt, pr)
+	must(t, err)
+	return s, pr
+}
+
+func TestPreparePlaceholdersAndFinish(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.RemoveAll(f.ws+"/.git/hooks"))
+	must(t, os.Remove(f.ws+"/.git/config"))
+	must(t, os.RemoveAll(f.home+"/.claude"))
+	s, _ := prep(t, f, "claude")
+	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", f.home + "/.claude/settings.json"} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("placeholder %s not created: %v", p, err)
+		}
+	}
+	if fi, err := os.Stat(f.home + "/.claude"); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("login dir: %v %v", fi, err)
+	}
+	recs, _ := os.ReadDir(registryDir(f.home))
+	if len(recs) != 1 {
+		t.Fatalf("records %v", recs)
+	}
+	s.Finish()
+	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", f.home + "/.claude/settings.json", s.rec.Runtime} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", p, err)
+		}
+	}
+	if recs, _ := os.ReadDir(registryDir(f.home)); len(recs) != 0 {
+		t.Errorf("records left %v", recs)
+	}
+}
+
+func TestFinishKeepsWhatSomeoneWrote(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.Remove(f.ws+"/.git/config"))
+	must(t, os.RemoveAll(f.ws+"/.git/hooks"))
+	s, _ := prep(t, f, "codex")
+	must(t, os.WriteFile(f.ws+"/.git/config", []byte("[core]\n"), 0o600))
+	must(t, os.WriteFile(f.ws+"/.git/hooks/pre-commit", []byte("x"), 0o700))
+	s.Finish()
+	for _, p := range []string{f.ws + "/.git/config", f.ws + "/.git/hooks/pre-commit"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s removed: %v", p, err)
+		}
+	}
+}
+
+func TestCleanStale(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.Remove(f.ws+"/.git/config"))
+	// A launch by a process that is gone: the record of a dead pid.
+	c := exec.Command("true")
+	must(t, c.Run())
+	dead := c.Process.Pid
+	s, _ := prep(t, f, "codex")
+	live := s.recPath
+	s.rec.PID, s.rec.Start = dead, "1"
+	s.recPath = filepath.Join(registryDir(f.home), "dead.json")
+	must(t, s.writeRecord())
+	must(t, os.Remove(live))
+	// A live launch (this process) whose placeholder must stay.
+	must(t, os.Remove(f.ws+"/.codex/config.toml"))
+	s2, _ := prep(t, f, "codex") // runs CleanStale first
+	if _, err := os.Lstat(f.ws + "/.git/config"); !os.IsNotExist(err) {
+		t.Errorf("stale placeholder kept: %v", err)
+	}
+	if _, err := os.Lstat(s.rec.Runtime); !os.IsNotExist(err) {
+		t.Errorf("stale runtime dir kept: %v", err)
+	}
+	CleanStale(f.home)
+	if _, err := os.Lstat(f.ws + "/.codex/config.toml"); err != nil {
+		t.Errorf("a live launch's placeholder was removed: %v", err)
+	}
+	s2.Finish()
+}
+
+func TestCarryOver(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.WriteFile(f.home+"/.claude.json", []byte(`{"oauth":1}`), 0o600))
+	s, _ := prep(t, f, "claude")
+	defer s.Finish()
+	b, err := os.ReadFile(f.home + "/.claude/.claude.json")
+	if err != nil || string(b) != `{"oauth":1}` {
+		t.Fatalf("carried over: %q %v", b, err)
+	}
+	if _, err := os.Stat(f.home + "/.claude.json"); err != nil {
+		t.Errorf("original not kept: %v", err)
+	}
+	// Once only: a later host file does not overwrite the jail's copy.
+	must(t, os.WriteFile(f.home+"/.claude.json", []byte(`{"oauth":2}`), 0o600))
+	s2, _ := prep(t, f, "claude")
+	defer s2.Finish()
+	if b, _ := os.ReadFile(f.home + "/.claude/.claude.json"); string(b) != `{"oauth":1}` {
+		t.Errorf("carried over twice: %q", b)
+	}
+}
+
+func TestAddedCommandEntries(t *testing.T) {
+	f := newFixture(t)
+	state := f.home + "/.claude/.claude.json"
+	write := func(v any) {
+		b, _ := json.Marshal(v)
+		must(t, os.WriteFile(state, b, 0o600))
+	}
+	write(map[string]any{"mcpServers": map[string]any{"old": map[string]any{"command": "/bin/old"}}})
+	s, _ := prep(t, f, "claude")
+	defer s.Finish()
+	if a := s.Added(); len(a) != 0 {
+		t.Errorf("nothing added yet: %q", a)
+	}
+	write(map[string]any{
+		"mcpServers": map[string]any{"old": map[string]any{"command": "/bin/old"}, "evil": map[string]any{"command": "/tmp/x", "args": []string{"-y"}},
+			"url": map[string]any{"type": "http", "url": "https://x"}},
+		"projects": map[string]any{"/w": map[string]any{"mcpServers": map[string]any{"p": map[string]any{"command": "sh"}}}},
+	})
+	a := strings.Join(s.Added(), "\n")
+	for _, want := range []string{`"evil" (global) runs /tmp/x -y`, `"p" (project /w) runs sh`} {
+		if !strings.Contains(a, want) {
+			t.Errorf("Added() = %q lacks %q", a, want)
+		}
+	}
+	if strings.Contains(a, "old") || strings.Contains(a, "url") {
+		t.Errorf("Added() = %q reports an unchanged or command-less entry", a)
+	}
+}
