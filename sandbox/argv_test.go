@@ -152,7 +152,7 @@ func TestArgvCommon(t *testing.T) {
 			c.order(m("--die-with-parent"), m("--unshare-user"), m("--disable-userns"), m("--unshare-pid"),
 				m("--unshare-ipc"), m("--unshare-uts"), m("--unshare-cgroup-try"), m("--cap-drop", "ALL"),
 				m("--seccomp", "3"), m("--json-status-fd", "4"), m("--clearenv"), m("--ro-bind", "/", "/"))
-			c.lacks("--unshare-net") // egress is another jail's; the host network is shared
+			c.has("--unshare-net")   // always: only lo inside, traffic leaves through the proxy or not at all
 			c.lacks("--new-session") // it would cut SIGWINCH and ^C
 			c.lacks("--share-net")
 			// The host environment: only the allow-list.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/sandbox/egress"
 )
 
 // SystemRoot prefixes every system path the shadow reads or runs (vendor
@@ -47,8 +48,16 @@ type Launch struct {
 	Args []string
 	// Direct makes the vendor binary bwrap's command, without the in-jail
 	// helper: for a launch with no terminal and nothing else for the
-	// helper to do (it saves a process start).
+	// helper to do (it saves a process start). It is ignored when a proxy
+	// runs: the helper must then host the bridge.
 	Direct bool
+	// Egress is the policy mode (egress.ModePublic, ModeAllowlist or
+	// ModeOff); "" means off, the closed default. The jail always gets its
+	// own empty network namespace.
+	Egress string
+	// EgressDir is the host's egress runtime directory (egress.Host.Dir),
+	// bound at EgressDir inside; required unless Egress is off.
+	EgressDir string
 }
 
 // Placeholder is a mount point the shadow creates on the host because a
@@ -202,7 +211,22 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pr.Watched = append(pr.Watched, filepath.Join(home, w))
 	}
 
-	marker, err := markerJSON(&Marker{Schema: MarkerSchema, Agent: p.Name, Session: l.Session, Workspace: ws, Egress: "host"})
+	mode := l.Egress
+	switch mode {
+	case "":
+		mode = egress.ModeOff
+	case egress.ModeOff:
+	case egress.ModePublic, egress.ModeAllowlist:
+		if l.EgressDir == "" {
+			return nil, nil, fmt.Errorf("egress %q needs the proxy's runtime directory, and none was given", mode)
+		}
+		s.EgressDir = l.EgressDir
+	default:
+		return nil, nil, fmt.Errorf("egress %q is not one of public, allowlist, off (fix: correct egress in %s)", mode, ConfigPath)
+	}
+	s.UnshareNet = true
+	direct := l.Direct && mode == egress.ModeOff
+	marker, err := markerJSON(&Marker{Schema: MarkerSchema, Agent: p.Name, Session: l.Session, Workspace: ws, Egress: mode})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -220,7 +244,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	s.Marker = filepath.Join(rt, rtMarker)
 
 	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}
-	if l.Direct {
+	if direct {
 		s.Command = append([]string{vendor}, p.Args(l.Args, opts)...)
 	} else {
 		s.Command = append([]string{SystemRoot + HelperPath, "exec", "--", vendor}, p.Args(l.Args, opts)...)

@@ -68,6 +68,10 @@ type Spec struct {
 	// Scratch are writable tmpfs directories in the home (caches), made
 	// before the home's own tmpfs is remounted read-only.
 	Scratch []string
+	// EgressDir is the host's egress runtime directory, bound read-only at
+	// the fixed EgressDir inside: after the /tmp and /run tmpfs that would
+	// cover it. "" when no proxy runs.
+	EgressDir string
 	// Marker is the host file bound read-only at MarkerPath, last.
 	Marker string
 	// Chdir is the working directory inside.
@@ -135,6 +139,9 @@ func Argv(s *Spec) []string {
 		// Last of the home: every mount point in it exists by now, and
 		// nothing but the bound state and the scratch dirs is writable.
 		a = append(a, "--remount-ro", s.Home)
+	}
+	if s.EgressDir != "" {
+		a = append(a, "--ro-bind", s.EgressDir, EgressDir)
 	}
 	if s.Marker != "" {
 		a = append(a, "--ro-bind", s.Marker, MarkerPath)

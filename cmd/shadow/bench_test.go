@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,14 +10,17 @@ import (
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/egress"
 )
 
 // BenchmarkLaunch compares, in one run and interleaved, the shadow
-// launching a trivial fake agent against bare bwrap running that agent with
-// the shadow's own argv (the same namespaces, binds, masks and seccomp
-// program). Without a terminal the shadow has bwrap run the agent directly;
-// the second baseline is the argv of a terminal launch, through the in-jail
-// helper. The ratio shadow/bwrap is the metric to read; the goal is <= 1.3.
+// launching a trivial fake agent (egress "public", the default: it starts
+// the policy proxy, and the in-jail helper starts the bridge) against bare
+// bwrap running that agent with the shadow's own argv (the same namespaces,
+// binds, masks, seccomp program, helper and bridge, against one proxy this
+// benchmark started once). The ratio shadow/bwrap is the metric to read;
+// the goal is <= 1.3. A second baseline is bwrap running the agent itself
+// with no network (what egress = "off" costs without a terminal).
 func BenchmarkLaunch(b *testing.B) {
 	root := systemRoot(b)
 	base, err := os.MkdirTemp("", "cco-bench-")
@@ -38,20 +42,37 @@ func BenchmarkLaunch(b *testing.B) {
 	defer func() { sandbox.SystemRoot = "" }()
 	p, _ := agent.Lookup("claude")
 	rt, _ := os.MkdirTemp("", "cco-jail-")
-	spec, prep, err := sandbox.Plan(&sandbox.Launch{Profile: p, Config: &sandbox.Config{}, Home: home, User: "root",
-		UID: os.Getuid(), Cwd: ws, Environ: env, RuntimeDir: rt, Session: "bench", Args: args, Direct: true})
+	defer os.RemoveAll(rt)
+	pol, err := sandbox.EgressPolicy(&sandbox.Config{}, "claude", home)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sess, err := sandbox.Prepare(home, rt, prep)
+	px, err := egress.NewProxy(pol, "bench", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sess.Finish()
-	spec.SeccompFD = 3
-	same := sandbox.Argv(spec)
-	viaHelper := append([]string{}, same[:len(same)-len(spec.Command)]...)
-	viaHelper = append(viaHelper, append([]string{root + sandbox.HelperPath, "exec", "--"}, spec.Command...)...)
+	h, err := egress.StartHost(context.Background(), px, rt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	plan := func(mode, dir string) *sandbox.Spec {
+		spec, prep, err := sandbox.Plan(&sandbox.Launch{Profile: p, Config: &sandbox.Config{}, Home: home, User: "root",
+			UID: os.Getuid(), Cwd: ws, Environ: env, RuntimeDir: rt, Session: "bench", Args: args, Direct: true,
+			Egress: mode, EgressDir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sess, err := sandbox.Prepare(home, rt, prep)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(sess.Finish)
+		spec.SeccompFD = 3
+		return spec
+	}
+	same := sandbox.Argv(plan(egress.ModePublic, h.Dir))
+	offDirect := sandbox.Argv(plan(egress.ModeOff, ""))
 	prog, _ := sandbox.SeccompBytes()
 	bwrap := func(argv []string) {
 		r, w, _ := os.Pipe()
@@ -65,6 +86,8 @@ func BenchmarkLaunch(b *testing.B) {
 		}
 		r.Close()
 	}
+	cfg := filepath.Join(root, "etc/cco/sandbox.toml")
+	defer os.Remove(cfg)
 	shadow := func() {
 		c := exec.Command(filepath.Join(root, "usr/local/bin/claude"), args...)
 		c.Env, c.Dir = env, ws
@@ -72,7 +95,7 @@ func BenchmarkLaunch(b *testing.B) {
 			b.Fatalf("shadow: %v %s", err, out)
 		}
 	}
-	var tShadow, tSame, tHelper time.Duration
+	var tShadow, tSame, tOff, tShadowOff time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		s := time.Now()
@@ -82,12 +105,19 @@ func BenchmarkLaunch(b *testing.B) {
 		bwrap(same)
 		tSame += time.Since(s)
 		s = time.Now()
-		bwrap(viaHelper)
-		tHelper += time.Since(s)
+		bwrap(offDirect)
+		tOff += time.Since(s)
+		os.WriteFile(cfg, []byte("egress = \"off\"\n"), 0o644)
+		s = time.Now()
+		shadow()
+		tShadowOff += time.Since(s)
+		os.Remove(cfg)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(tShadow.Microseconds())/n, "shadow-µs/launch")
 	b.ReportMetric(float64(tSame.Microseconds())/n, "bwrap-µs/launch")
-	b.ReportMetric(float64(tHelper.Microseconds())/n, "bwrap-via-helper-µs/launch")
+	b.ReportMetric(float64(tOff.Microseconds())/n, "bwrap-direct-offline-µs/launch")
+	b.ReportMetric(float64(tShadowOff.Microseconds())/n, "shadow-offline-µs/launch")
 	b.ReportMetric(float64(tShadow)/float64(tSame), "shadow/bwrap")
+	b.ReportMetric(float64(tShadowOff)/float64(tOff), "shadow-offline/bwrap-direct")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/appserver"
+	"github.com/cco-dev/cco/sandbox/egress"
 	"github.com/cco-dev/cco/sandbox/pty"
 )
 
@@ -47,33 +49,53 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "cco sandbox-helper: refusing to run %s outside a cco jail: %v (start the agent as claude or codex instead)\n", rest[0], err)
 			return exitCannotRun
 		}
-		return execAgent(m.Agent, rest, stderr)
+		env, stay := os.Environ(), false
+		if m.Egress == egress.ModePublic || m.Egress == egress.ModeAllowlist {
+			// The bridge lives in this process, which therefore stays the
+			// agent's parent for the whole session.
+			b, err := egress.StartBridge(context.Background(), sandbox.EgressSocket)
+			if err != nil {
+				fmt.Fprintf(stderr, "cco sandbox-helper: not starting %s: %v\n", rest[0], err)
+				return exitCannotRun
+			}
+			defer b.Close()
+			env, stay = append(env, egress.ProxyEnv(b.Addr)...), true
+		}
+		return runAgent(m.Agent, rest, env, stay, stderr)
 	}
 	fmt.Fprintf(stderr, "cco sandbox-helper: unknown mode %q (modes: guard, exec)\n", args[0])
 	return 2
 }
 
-// execAgent starts the agent in the jail. On a terminal it gets a fresh pty
-// of the jail's own devpts (TIOCSTI into it reaches nothing outside);
-// otherwise the helper replaces itself with the agent.
+// execAgent starts the agent in the jail with this process's environment.
 func execAgent(agentName string, argv []string, stderr io.Writer) int {
+	return runAgent(agentName, argv, os.Environ(), false, stderr)
+}
+
+// runAgent starts the agent in the jail with env. On a terminal it gets a
+// fresh pty of the jail's own devpts (TIOCSTI into it reaches nothing
+// outside); otherwise the helper replaces itself with the agent, unless
+// stay says it must remain its parent (it hosts the egress bridge).
+func runAgent(agentName string, argv, env []string, stay bool, stderr io.Writer) int {
 	if agentName == "codex" && appserver.Applies(argv[1:]) {
 		// `codex agents` needs an app-server of its own in this pid
 		// namespace; the client's status is the result.
-		return appserver.Run(argv[0], argv[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr)
+		return appserver.Run(argv[0], argv[1:], env, os.Stdin, os.Stdout, os.Stderr)
 	}
 	// The shadow starts bwrap with SIGINT and SIGQUIT ignored, so that a
 	// terminal's ^C does not kill bwrap; catching them here means exec
 	// resets them to the default for the agent.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGQUIT)
-	if pty.IsTerminal(os.Stdin) {
-		code, err := pty.Run(exec.Command(argv[0], argv[1:]...))
+	if stay || pty.IsTerminal(os.Stdin) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
+		code, err := pty.Run(cmd)
 		if err != nil {
 			fmt.Fprintf(stderr, "cco sandbox-helper: starting %s: %v\n", argv[0], err)
 		}
 		return code
 	}
-	err := syscall.Exec(argv[0], argv, os.Environ())
+	err := syscall.Exec(argv[0], argv, env)
 	fmt.Fprintf(stderr, "cco sandbox-helper: starting %s: %v\n", argv[0], err)
 	if os.IsNotExist(err) {
 		return exitNotFound

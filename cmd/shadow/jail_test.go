@@ -189,7 +189,7 @@ func jailProperties(t *testing.T, root, name string, u runAs) {
 	if name == "codex" && (len(argv) < 2 || argv[1] != "--dangerously-bypass-approvals-and-sandbox") {
 		t.Errorf("codex argv %q", argv)
 	}
-	if !strings.Contains(rep["marker"], `"agent":"`+name+`"`) || !strings.Contains(rep["marker"], `"egress":"host"`) {
+	if !strings.Contains(rep["marker"], `"agent":"`+name+`"`) || !strings.Contains(rep["marker"], `"egress":"public"`) {
 		t.Errorf("marker %q", rep["marker"])
 	}
 	if !strings.Contains(rep["gitconfig"], `name = "Nobody Tester"`) {

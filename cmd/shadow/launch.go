@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/appserver"
+	"github.com/cco-dev/cco/sandbox/egress"
 	"github.com/cco-dev/cco/sandbox/pty"
 )
 
@@ -53,28 +55,50 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cco: cannot build the jail: the current directory: %v\n", err)
 		return exitCannotRun
 	}
+	pol, err := sandbox.EgressPolicy(cfg, p.Name, home)
+	if err != nil {
+		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
+		return exitCannotRun
+	}
 	rt, err := os.MkdirTemp("", "cco-jail-")
 	if err != nil {
 		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
 		return exitCannotRun
 	}
-	direct := !needsHelper(p, args, cfg)
+	session := sessionID()
+	host, err := startEgress(pol, session, rt, stderr)
+	if err != nil {
+		os.RemoveAll(rt)
+		fmt.Fprintf(stderr, "cco: not starting %s: %v\n", p.Name, err)
+		return exitCannotRun
+	}
+	// The shadow hosts the proxy for the whole session, and closes it on
+	// every path out.
+	egressDir := ""
+	if host != nil {
+		egressDir = host.Dir
+	}
+	direct := !needsHelper(p, args, cfg) && host == nil
 	spec, prep, err := sandbox.Plan(&sandbox.Launch{
 		Profile: p, Config: cfg, Home: home, User: name, UID: os.Getuid(), Cwd: cwd,
-		Environ: os.Environ(), RuntimeDir: rt, Session: sessionID(), Args: args, Direct: direct,
+		Environ: os.Environ(), RuntimeDir: rt, Session: session, Args: args, Direct: direct,
+		Egress: pol.Mode, EgressDir: egressDir,
 	})
 	if err != nil {
+		closeEgress(host)
 		os.RemoveAll(rt)
 		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
 		return exitCannotRun
 	}
 	sess, err := sandbox.Prepare(home, rt, prep)
 	if err != nil {
+		closeEgress(host)
 		os.RemoveAll(rt)
 		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
 		return exitCannotRun
 	}
 	code := supervise(bwrap, spec, !direct, stderr)
+	closeEgress(host)
 	for _, a := range sess.Added() {
 		fmt.Fprintf(stderr, "\ncco: WARNING: this session added a command that runs outside the jail at the next start:\n  %s\n  Remove it unless you added it yourself.\n", a)
 	}
@@ -129,6 +153,35 @@ func invoker() (home, name string, err error) {
 		name = u.Username
 	}
 	return home, name, nil
+}
+
+// startEgress starts the session's policy proxy on a unix socket in a fresh
+// private directory under rt, or, for egress = "off", announces that the
+// jail has no network and returns nil. Any failure is fatal to the launch:
+// an agent never starts without the proxy its policy asks for.
+func startEgress(pol egress.Policy, session, rt string, stderr io.Writer) (*egress.Host, error) {
+	if pol.Mode == egress.ModeOff {
+		fmt.Fprint(stderr, egress.OffBanner())
+		return nil, nil
+	}
+	// No log writer: the agent owns the terminal, and every refusal is in
+	// the audit log with its reason.
+	px, err := egress.NewProxy(pol, session, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
+	}
+	h, err := egress.StartHost(context.Background(), px, rt)
+	if err != nil {
+		px.Close()
+		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
+	}
+	return h, nil
+}
+
+func closeEgress(h *egress.Host) {
+	if h != nil {
+		h.Close()
+	}
 }
 
 func sessionID() string {

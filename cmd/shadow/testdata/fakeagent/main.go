@@ -29,6 +29,10 @@ type Params struct {
 	Socks   []string `json:"socks"`   // host unix sockets outside the workspace
 	Suid    string   `json:"suid"`    // a setuid-root copy of id
 	Tag     string   `json:"tag"`
+	// net mode: the host's loopback upstream (host:port) and an abstract
+	// unix socket name (without the @) bound on the host.
+	Upstream string `json:"upstream"`
+	Abstract string `json:"abstract"`
 }
 
 var report = map[string]string{}
@@ -99,6 +103,11 @@ func main() {
 		}
 		report["pidns"], _ = os.Readlink("/proc/self/ns/pid")
 		report["mntns"], _ = os.Readlink("/proc/self/ns/mnt")
+		b, _ := json.Marshal(report)
+		os.Stdout.Write(b)
+		return
+	case "net":
+		netProbe(&p)
 		b, _ := json.Marshal(report)
 		os.Stdout.Write(b)
 		return

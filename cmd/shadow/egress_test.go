@@ -1,0 +1,272 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
+	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/egress"
+)
+
+// The egress jail through the real shadow: SANDBOX.md item 19 and the
+// abstract-socket half of item 17. Every packet stays on the host's
+// loopback or inside the jail's own empty network namespace.
+
+// withConfig writes the shared root's sandbox.toml for one test.
+func withConfig(t *testing.T, root, text string) {
+	t.Helper()
+	cfg := filepath.Join(root, "etc/cco/sandbox.toml")
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(cfg) })
+}
+
+// upstream is a loopback HTTP server on the host.
+func upstream(t *testing.T) (addr string, port int) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello from the host upstream")
+	}))
+	t.Cleanup(srv.Close)
+	a := srv.Listener.Addr().(*net.TCPAddr)
+	return a.String(), a.Port
+}
+
+func TestEgressJail(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	up, port := upstream(t)
+	abstract := "cco-test-abstract-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	al, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer al.Close()
+	probe := params(map[string]any{"mode": "net", "upstream": up, "abstract": abstract})
+
+	for _, name := range []string{"claude", "codex"} {
+		t.Run(name+"/loopback refused", func(t *testing.T) {
+			// The upstream's port is allowed, so the refusal is the address's.
+			withConfig(t, root, fmt.Sprintf("egress_ports = [%d]\n", port))
+			w := newWorld(t, asNobody)
+			r := runCmd(t, w.cmd(root, name, w.ws, "probe", probe))
+			if r.code != 0 || r.report == nil {
+				t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+			}
+			rep := r.report
+			t.Logf("report: ifaces %q tcp %q udp %q dns %q abstract %q proxy %q %q", rep["ifaces"], rep["tcp_direct"], rep["udp_direct"], rep["dns"], rep["abstract"], rep["via_proxy"], rep["via_proxy_reason"])
+			if rep["ifaces"] != "lo" {
+				t.Fatalf("item 19: interfaces %q, want only lo", rep["ifaces"])
+			}
+			for _, k := range []string{"tcp_loopback", "tcp_direct", "udp_direct", "dns", "abstract"} {
+				if !denied(rep[k]) {
+					t.Errorf("%s = %q, want a failure", k, rep[k])
+				}
+			}
+			for _, k := range []string{"tcp_direct", "udp_direct"} {
+				if rep[k] != "ENETUNREACH" {
+					t.Errorf("%s = %q, want ENETUNREACH (no route out of the empty namespace)", k, rep[k])
+				}
+			}
+			if !strings.Contains(rep["dns"], "network is unreachable") {
+				t.Errorf("dns = %q, want network is unreachable", rep["dns"])
+			}
+			if rep["abstract"] != "ECONNREFUSED" {
+				t.Errorf("item 17: the host's abstract socket: %q, want ECONNREFUSED", rep["abstract"])
+			}
+			pu := rep["env_HTTPS_PROXY"]
+			if !strings.HasPrefix(pu, "http://127.0.0.1:") {
+				t.Fatalf("HTTPS_PROXY = %q, want http://127.0.0.1:<port>", pu)
+			}
+			for _, k := range []string{"https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"} {
+				if rep["env_"+k] != pu {
+					t.Errorf("%s = %q, want %q", k, rep["env_"+k], pu)
+				}
+			}
+			if rep["env_NO_PROXY"] != "localhost,127.0.0.1,::1" || rep["env_no_proxy"] != "localhost,127.0.0.1,::1" {
+				t.Errorf("NO_PROXY %q no_proxy %q", rep["env_NO_PROXY"], rep["env_no_proxy"])
+			}
+			if rep["via_proxy"] != "403" || !strings.Contains(rep["via_proxy_reason"], "loopback") {
+				t.Errorf("through the proxy to the host's loopback: %q reason %q, want 403 for loopback", rep["via_proxy"], rep["via_proxy_reason"])
+			}
+			if !strings.Contains(rep["marker"], `"egress":"public"`) {
+				t.Errorf("marker %q", rep["marker"])
+			}
+			// The audit log is the user's, and records the refusal.
+			log := w.home + "/.local/state/cco/egress.log"
+			fi, err := os.Stat(log)
+			if err != nil {
+				t.Fatalf("audit log: %v", err)
+			}
+			if uid := statUID(fi); uid != asNobody.uid {
+				t.Errorf("audit log owned by uid %d, want the user's %d", uid, asNobody.uid)
+			}
+			es, err := egress.ReadAudit(log)
+			if err != nil || len(es) != 1 || es[0].Allowed || es[0].Target != up {
+				t.Errorf("audit %+v %v, want one refusal of %s", es, err, up)
+			}
+		})
+	}
+
+	t.Run("allow_ip opens the whole path", func(t *testing.T) {
+		withConfig(t, root, fmt.Sprintf("egress_ports = [%d]\nallow_ip = [\"127.0.0.1/32\"]\n", port))
+		w := newWorld(t, asNobody)
+		r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", probe))
+		if r.code != 0 || r.report == nil {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		if r.report["via_proxy"] != "200" || r.report["via_proxy_body"] != "hello from the host upstream" {
+			t.Errorf("through proxy, socket and bridge: %q %q reason %q", r.report["via_proxy"], r.report["via_proxy_body"], r.report["via_proxy_reason"])
+		}
+		// Still no direct way out.
+		if r.report["tcp_loopback"] != "ECONNREFUSED" || r.report["ifaces"] != "lo" {
+			t.Errorf("direct %q ifaces %q", r.report["tcp_loopback"], r.report["ifaces"])
+		}
+		es, err := egress.ReadAudit(w.home + "/.local/state/cco/egress.log")
+		if err != nil || len(es) != 1 || !es[0].Allowed || es[0].Down == 0 {
+			t.Errorf("audit %+v %v, want one allowed request with its bytes", es, err)
+		}
+	})
+}
+
+func TestEgressOff(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	withConfig(t, root, "egress = \"off\"\n")
+	w := newWorld(t, asNobody)
+	r := runCmd(t, w.cmd(root, "codex", w.ws, "probe", params(map[string]any{"mode": "net"})))
+	if r.code != 0 || r.report == nil {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, egress.OffBanner()) {
+		t.Errorf("stderr %q lacks the off banner", r.stderr)
+	}
+	for k, v := range r.report {
+		if strings.HasPrefix(k, "env_") && v != "" {
+			t.Errorf("%s = %q with egress off", k, v)
+		}
+	}
+	if r.report["ifaces"] != "lo" || r.report["tcp_direct"] != "ENETUNREACH" {
+		t.Errorf("ifaces %q tcp %q", r.report["ifaces"], r.report["tcp_direct"])
+	}
+	if _, err := os.Stat(w.home + "/.local/state/cco/egress.log"); err == nil {
+		t.Error("an audit log was opened with egress off")
+	}
+}
+
+// TestEgressFailsClosed: a bad policy value, or a proxy that cannot start,
+// means exit 126 with the reason, and the agent never runs.
+func TestEgressFailsClosed(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	longTmp := filepath.Join(os.TempDir(), "cco-"+strings.Repeat("d", 100))
+	if err := os.MkdirAll(longTmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(longTmp)
+	os.Chmod(longTmp, 0o1777)
+	for _, tc := range []struct {
+		name, cfg, tmp string
+		want           []string
+	}{
+		{"bad port", "egress_ports = [0]\n", "", []string{"egress_ports", "sandbox.toml"}},
+		{"bad allow_ip", "allow_ip = [\"10.0.0.1/8\"]\n", "", []string{"allow_ip", "10.0.0.0/8"}},
+		{"audit log cannot open", "egress_log = \"/dev/null/egress.log\"\n", "", []string{"the egress proxy cannot start", "/dev/null"}},
+		{"socket path too long", "", longTmp, []string{"the egress proxy cannot start", "shorter runtime directory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cfg != "" {
+				withConfig(t, root, tc.cfg)
+			}
+			w := newWorld(t, asNobody)
+			c := w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "probe", "root": root}))
+			if tc.tmp != "" {
+				c.Env = append(c.Env, "TMPDIR="+tc.tmp)
+			}
+			r := runCmd(t, c)
+			if r.code != 126 {
+				t.Errorf("exit %d, want 126\nstderr %s", r.code, r.stderr)
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr %q lacks %q", r.stderr, s)
+				}
+			}
+			if r.stdout != "" {
+				t.Errorf("the agent ran: %s", r.stdout)
+			}
+			if _, err := os.Stat(w.ws + "/from-jail"); err == nil {
+				t.Error("the agent ran: it wrote the workspace")
+			}
+			if tc.tmp != "" {
+				if ents, _ := os.ReadDir(tc.tmp); len(ents) != 0 {
+					t.Errorf("left behind in %s: %v", tc.tmp, ents)
+				}
+			}
+		})
+	}
+}
+
+func statUID(fi os.FileInfo) int {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
+}
+
+// TestHelperRefusesWithoutBridge: a jail whose marker asks for a proxy but
+// whose bound egress directory holds no socket (a proxy that died before
+// the helper started) never runs the agent: the helper exits 126.
+func TestHelperRefusesWithoutBridge(t *testing.T) {
+	root := systemRoot(t)
+	w := newWorld(t, asRoot)
+	rt, err := os.MkdirTemp("", "cco-jail-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(rt)
+	empty := filepath.Join(rt, "no-proxy")
+	os.Mkdir(empty, 0o700)
+	sandbox.SystemRoot = root
+	defer func() { sandbox.SystemRoot = "" }()
+	p, _ := agent.Lookup("claude")
+	spec, prep, err := sandbox.Plan(&sandbox.Launch{Profile: p, Config: &sandbox.Config{}, Home: w.home, User: "root",
+		Cwd: w.ws, RuntimeDir: rt, Session: "t", Args: []string{"probe", params(map[string]any{"mode": "probe", "root": root})},
+		Direct: true, Egress: egress.ModePublic, EgressDir: empty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := sandbox.Prepare(w.home, rt, prep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Finish()
+	prog, _ := sandbox.SeccompBytes()
+	sr, sw, _ := os.Pipe()
+	sw.Write(prog)
+	sw.Close()
+	defer sr.Close()
+	spec.SeccompFD = 3
+	c := exec.Command("/usr/bin/bwrap", sandbox.Argv(spec)...)
+	c.ExtraFiles, c.Dir = []*os.File{sr}, w.ws
+	r := runCmd(t, c)
+	if r.code != 126 || !strings.Contains(r.stderr, "not starting") || !strings.Contains(r.stderr, sandbox.EgressSocket) || r.stdout != "" {
+		t.Errorf("exit %d stdout %q stderr %q, want 126 naming %s and no agent", r.code, r.stdout, r.stderr, sandbox.EgressSocket)
+	}
+	if _, err := os.Stat(w.ws + "/from-jail"); err == nil {
+		t.Error("the agent ran")
+	}
+}

@@ -1,0 +1,50 @@
+package sandbox
+
+import (
+	"fmt"
+
+	"github.com/cco-dev/cco/sandbox/egress"
+)
+
+// EgressDir is where, inside a jail, the host's egress runtime directory
+// (egress.Host.Dir, holding the proxy's socket) is bound read-only. A fixed
+// path under the jail's private /run, so the in-jail helper finds the socket
+// from the marker alone, and nothing the agent controls can point it
+// elsewhere.
+const EgressDir = "/run/cco/egress"
+
+// EgressSocket is the proxy's socket as the in-jail helper sees it.
+const EgressSocket = EgressDir + "/" + egress.SocketName
+
+// EgressPolicy turns sandbox.toml's egress keys into the proxy's policy for
+// agent, expanding "~/" in egress_log against home. Only keys the file sets
+// are passed on, so ParsePolicy's defaults apply to the rest; an error names
+// the key, the file and the fix.
+func EgressPolicy(c *Config, agent, home string) (egress.Policy, error) {
+	keys := map[string]any{}
+	if c.Egress != "" {
+		keys["egress"] = c.Egress
+	}
+	// A key written as an empty list decodes to an empty, non-nil slice:
+	// ParsePolicy decides whether that is allowed (egress_ports = [] is not).
+	if c.EgressAllow != nil {
+		keys["egress_allow"] = c.EgressAllow
+	}
+	if c.AllowHost != nil {
+		keys["allow_host"] = c.AllowHost
+	}
+	if c.AllowIP != nil {
+		keys["allow_ip"] = c.AllowIP
+	}
+	if c.EgressPorts != nil {
+		keys["egress_ports"] = c.EgressPorts
+	}
+	if c.EgressLog != "" {
+		keys["egress_log"] = c.EgressLog
+	}
+	pol, err := egress.ParsePolicy(keys, agent, home)
+	if err != nil {
+		return egress.Policy{}, fmt.Errorf("%s: %w (fix that key in %s)", ConfigPath, err, ConfigPath)
+	}
+	return pol, nil
+}
