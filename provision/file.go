@@ -247,6 +247,7 @@ func (f *File) Apply(run *Run, c Check) (string, error) {
 		return "", err
 	}
 	run.Receipt.Paths[f.target()].Source = stamp
+	run.Receipt.Paths[f.target()].Editable = f.KeepExisting
 	return detail, nil
 }
 

@@ -68,6 +68,9 @@ type Entry struct {
 	CtimeNS int64  `json:"ctime_ns,omitempty"`
 	Step    string `json:"step"`
 	Version string `json:"cco_version"`
+	// Editable marks a file cco installs once and the operator then owns
+	// the content of (sandbox.toml): an edit is not drift.
+	Editable bool `json:"editable,omitempty"`
 	// Pending is the sha256 of bytes an apply is about to rename into place.
 	// It is saved before the rename, so a run killed between the rename and
 	// the receipt's update still knows the new bytes are its own.

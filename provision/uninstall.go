@@ -165,6 +165,14 @@ func (run *Run) removeOwned(p string, e *Entry) (string, error) {
 	if status == PathError {
 		return "", errors.New(detail)
 	}
+	if e.Editable && e.Kind == KindFile && fi.Mode().IsRegular() {
+		// An operator's edit is "fine" for status, but never ours to delete.
+		if sum, err := HashFile(run.Root, p); err != nil {
+			return "", err
+		} else if sum != e.SHA256 {
+			status, detail = PathDrift, p+" was edited locally"
+		}
+	}
 	if status == PathDrift && !(e.Kind == KindFile && strings.Contains(detail, "mode")) {
 		if !run.Force {
 			return fmt.Sprintf("%s left in place: %s (--force removes it, keeping a backup)", p, detail), errEdited

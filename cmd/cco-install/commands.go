@@ -9,6 +9,7 @@ import (
 
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/vendorfetch"
 )
 
@@ -49,7 +50,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 			rep.AddFinding(provision.Finding{ID: "guard", Path: f.Path, Detail: f.Message, Fix: f.Fix})
 		}
 	}
-	st := &statusDoc{StatusReport: rep, Agents: agentStatus(root, rc, rep)}
+	st := &statusDoc{StatusReport: rep, Agents: agentStatus(root, rc, rep), Egress: egressMode(root, rep)}
 	for _, a := range st.Agents {
 		if !a.GuardActive && len(rc.Paths) > 0 {
 			rep.AddFinding(provision.Finding{ID: "guard." + a.Agent, Path: a.GuardPath, Detail: a.Agent + ": the guard is not active: " + a.GuardDetail, Fix: a.GuardFix})
@@ -67,6 +68,11 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		}
 		fmt.Fprintf(stdout, "%-8s %s: %s; shadow %s; guard %s\n", "agent", a.Agent, v, map[bool]string{true: "in place", false: "NOT in place"}[a.Shadow], a.Guard)
 	}
+	egressLine := "egress: " + st.Egress
+	if st.Egress == "off" {
+		egressLine += " (no network at all for the agents: set by the operator in " + sandbox.ConfigPath + ")"
+	}
+	fmt.Fprintln(stdout, egressLine)
 	rep.WriteText(stdout)
 	return rep.ExitCode(), nil
 }
@@ -75,6 +81,27 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 type statusDoc struct {
 	*provision.StatusReport
 	Agents []agentLine `json:"agents"`
+	// Egress is the jail's network policy from sandbox.toml: public,
+	// allowlist or off ("off" is an operator's choice: reported, not drift).
+	Egress string `json:"egress"`
+}
+
+// egressMode reads the jail's network policy; a sandbox.toml that does not
+// parse is drift (every launch refuses it).
+func egressMode(root *provision.Root, rep *provision.StatusReport) string {
+	b, err := root.ReadFile(sandbox.ConfigPath)
+	if err != nil {
+		return "public"
+	}
+	c, err := sandbox.ParseConfig(b, sandbox.ConfigPath)
+	if err != nil {
+		rep.AddFinding(provision.Finding{ID: "sandbox.config", Path: sandbox.ConfigPath, Detail: err.Error(), Fix: "fix the file: every launch refuses it"})
+		return "unknown"
+	}
+	if c.Egress == "" {
+		return "public"
+	}
+	return c.Egress
 }
 
 type agentLine struct {
