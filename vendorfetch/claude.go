@@ -245,6 +245,9 @@ func (s *claudeStep) Check(run *provision.Run) (provision.Check, error) {
 	if err != nil {
 		return c, fmt.Errorf("claude: %w", err)
 	}
+	if err := forwardOnly(cfg, AgentClaude, st, pin, v); err != nil {
+		return c, err
+	}
 	if st != nil && st.Version == v && st.Platform == platform {
 		if ok, _ := intact(run, StepClaude, ClaudeDir, v); ok {
 			c.State, c.Detail = provision.Done, fmt.Sprintf("claude %s is installed and is the newest on the %s channel", v, channel)

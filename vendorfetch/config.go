@@ -52,9 +52,13 @@ type Config struct {
 	Bundle      string        // path of an offline bundle to install from ("" = network)
 	Progress    string        // "auto" | "always" | "never"
 	Upgrade     map[string]bool
-	HTTPClient  *http.Client // nil = default transport honouring HTTPS_PROXY/NO_PROXY
-	Log         io.Writer    // human progress lines (stderr)
-	Platform    string       // "" = detect (linux-x64 / linux-arm64, -musl when the target root has musl)
+	// AllowDowngrade lets a channel move an installed agent to an older
+	// version (--allow-downgrade). Without it, a store or mirror that names
+	// an older release than the installed one is refused.
+	AllowDowngrade bool
+	HTTPClient     *http.Client // nil = default transport honouring HTTPS_PROXY/NO_PROXY
+	Log            io.Writer    // human progress lines (stderr)
+	Platform       string       // "" = detect (linux-x64 / linux-arm64, -musl when the target root has musl)
 
 	// Explicit names the configuration keys that were set explicitly (by the
 	// config file, the environment or a flag) rather than defaulted, e.g.

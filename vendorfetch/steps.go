@@ -128,6 +128,9 @@ func (s *codexStep) Check(run *provision.Run) (provision.Check, error) {
 	if err != nil {
 		return c, fmt.Errorf("codex: %w", err)
 	}
+	if err := forwardOnly(cfg, AgentCodex, st, pin, v); err != nil {
+		return c, err
+	}
 	if st != nil && st.Version == v && st.Platform == target {
 		if ok, _ := intact(run, StepCodex, CodexDir, v); ok {
 			c.State, c.Detail = provision.Done, fmt.Sprintf("codex %s is installed and is the newest", v)

@@ -31,21 +31,23 @@ func (e usageError) Error() string { return e.msg }
 
 // options are the command line's own switches (not configuration keys).
 type options struct {
-	root       string
-	dryRun     bool
-	diff       bool
-	yes        bool
-	force      bool
-	json       bool
-	verify     bool
-	out        string
-	sub        string
-	hostRoot   bool
-	uninstall  bool
-	fixRC      bool
-	noAppArmor bool
-	image      bool
-	upgrade    []string
+	root           string
+	dryRun         bool
+	diff           bool
+	yes            bool
+	force          bool
+	json           bool
+	verify         bool
+	out            string
+	sub            string
+	hostRoot       bool
+	uninstall      bool
+	fixRC          bool
+	noAppArmor     bool
+	image          bool
+	upgrade        []string
+	rollback       []string
+	allowDowngrade bool
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -78,6 +80,8 @@ func newFlags(sub string, o *options, stderr io.Writer) *pflag.FlagSet {
 		fs.BoolVar(&o.yes, "yes", false, "answer yes to prompts (no prompt is shown without a terminal)")
 		fs.BoolVar(&o.force, "force", false, "replace owned files that were edited, keeping a backup under /var/lib/cco/backups")
 		fs.StringSliceVar(&o.upgrade, "upgrade", nil, "fetch the newest release of the configured channel (or the pin) for claude, codex or all, and switch to it atomically")
+		fs.StringSliceVar(&o.rollback, "rollback", nil, "switch claude, codex or all back to the previous installed version")
+		fs.BoolVar(&o.allowDowngrade, "allow-downgrade", false, "let --upgrade move to an older release than the installed one")
 		fs.BoolVar(&o.noAppArmor, "no-apparmor", false, "where AppArmor blocks bwrap's user namespaces, refuse with the fix instead of installing a profile")
 		fs.BoolVar(&o.image, "image", false, "an image build: no user-namespace probe, no chown (also detected from /.dockerenv, /run/.containerenv, $container)")
 		fs.BoolVar(&o.fixRC, "fix-rc", false, "remove the vendors' PATH blocks from users' shell start-up files (backups under /var/lib/cco/backups)")

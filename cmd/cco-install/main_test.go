@@ -50,6 +50,7 @@ func TestScripts(t *testing.T) {
 			// No scenario reaches a vendor: those that fetch serve a store
 			// from httptest and set the agents themselves.
 			env.Setenv("CCO_AGENTS", "")
+			env.Values[storeKey{}] = new(storeBox)
 			env.Setenv("ROOT", filepath.Join(env.WorkDir, "root"))
 			return os.MkdirAll(filepath.Join(env.WorkDir, "root"), 0o755)
 		},

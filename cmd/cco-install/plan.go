@@ -94,7 +94,15 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 	if err != nil {
 		return nil, err
 	}
-	steps = append(steps, vendorfetch.Steps(vcfg)...)
+	if len(o.rollback) > 0 {
+		agents, err := agentList("--rollback", o.rollback)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, vendorfetch.RollbackSteps(vcfg, agents)...)
+	} else {
+		steps = append(steps, vendorfetch.Steps(vcfg)...)
+	}
 	for _, a := range knownAgents {
 		steps = append(steps, &provision.File{
 			StepID:     "shadow." + a,
@@ -159,18 +167,14 @@ func vendorConfig(cfg *Config, run *provision.Run, o *options) (vendorfetch.Conf
 	v.Claude.SigningFingerprint = cfg.String("claude.signing_fingerprint")
 	v.Platform = cfg.String("platform")
 	v.Upgrade = map[string]bool{}
-	for _, a := range o.upgrade {
-		switch a {
-		case "all":
-			for _, k := range knownAgents {
-				v.Upgrade[k] = true
-			}
-		case "claude", "codex":
-			v.Upgrade[a] = true
-		default:
-			return v, usageError{fmt.Sprintf("--upgrade %s: want claude, codex or all", a)}
-		}
+	up, err := agentList("--upgrade", o.upgrade)
+	if err != nil {
+		return v, err
 	}
+	for _, a := range up {
+		v.Upgrade[a] = true
+	}
+	v.AllowDowngrade = o.allowDowngrade
 	// A channel defaults only when no version is pinned.
 	if v.Claude.Channel == "" && v.Claude.Version == "" {
 		v.Claude.Channel = "stable"
@@ -186,4 +190,20 @@ func vendorConfig(cfg *Config, run *provision.Run, o *options) (vendorfetch.Conf
 		return v, err
 	}
 	return v, nil
+}
+
+// agentList reads an --upgrade/--rollback value: claude, codex or all.
+func agentList(flag string, vals []string) ([]string, error) {
+	var out []string
+	for _, a := range vals {
+		switch a {
+		case "all":
+			out = append(out, knownAgents...)
+		case "claude", "codex":
+			out = append(out, a)
+		default:
+			return nil, usageError{fmt.Sprintf("%s %s: want claude, codex or all", flag, a)}
+		}
+	}
+	return out, nil
 }

@@ -113,6 +113,7 @@ func cmdVendorStore(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) == 0 {
 		ts.Fatalf("usage: vendorstore start|stop|requests N|release AGENT V")
 	}
+	box := ts.Value(storeKey{}).(*storeBox)
 	switch args[0] {
 	case "start":
 		st := newVendorStore()
@@ -123,24 +124,26 @@ func cmdVendorStore(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Setenv("CCO_CODEX_GITHUB_API_URL", "")
 		ts.Setenv("CCO_DOWNLOAD_BACKOFF", "10ms")
 		ts.Setenv("CCO_DOWNLOAD_RETRIES", "1")
-		storeHandle.Store(st)
+		box.Store(st)
 	case "stop":
-		storeHandle.Load().srv.Close()
+		box.Load().srv.Close()
 	case "requests":
 		var want int64
 		fmt.Sscan(args[1], &want)
-		got := storeHandle.Load().requests.Swap(0)
+		got := box.Load().requests.Swap(0)
 		if (got == want) == neg {
 			ts.Fatalf("the store answered %d requests, want %d", got, want)
 		}
 	case "release":
 		if args[1] == "claude" {
-			storeHandle.Load().stable.Store(args[2])
+			box.Load().stable.Store(args[2])
 		} else {
-			storeHandle.Load().latest.Store(args[2])
+			box.Load().latest.Store(args[2])
 		}
 	}
 }
 
-// storeHandle is the store of the one script that uses it.
-var storeHandle atomic.Pointer[vendorStore]
+// storeBox holds a script's store: scripts run in parallel, each with its own.
+type storeBox = atomic.Pointer[vendorStore]
+
+type storeKey struct{}
