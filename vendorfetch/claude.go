@@ -318,5 +318,5 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	if err := saveState(run, StepClaude, st); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("installed claude %s (%s) from %s; verified %s", p.version, p.platform, sourceName(cfg, rel.url), rel.verified), nil
+	return fmt.Sprintf("installed claude %s (%s) from %s; verified %s", p.version, p.platform, sourceName(cfg, rel.url), rel.verified) + prune(run, StepClaude, ClaudeDir, st), nil
 }

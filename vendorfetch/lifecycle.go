@@ -3,6 +3,9 @@ package vendorfetch
 import (
 	"fmt"
 	"io/fs"
+	"os"
+	"path"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -118,4 +121,87 @@ func (s *rollbackStep) Apply(run *provision.Run, c provision.Check) (string, err
 		return "", err
 	}
 	return fmt.Sprintf("switched %s from %s back to %s (roll forward with --upgrade %s)", s.agent, from, st.Version, s.agent), nil
+}
+
+// prune removes the version directories of step older than the current and
+// the previous one, except any that a running process still executes, maps
+// or holds open (a session started before an upgrade keeps running). It
+// returns a note for the step's detail; a failure to prune is reported
+// there, never a failed install.
+func prune(run *provision.Run, step, agentDir string, st *agentState) string {
+	var versions []string
+	for d, rec := range run.Receipt.Dirs {
+		if rec.Step != step || path.Dir(d) != agentDir {
+			continue
+		}
+		if v := path.Base(d); v != st.Version && v != st.Previous && CheckVersion("receipt", v) == nil {
+			versions = append(versions, v)
+		}
+	}
+	sort.Strings(versions)
+	var pruned, kept []string
+	for _, v := range versions {
+		dir := agentDir + "/" + v
+		if pid := inUse(run.Root.HostPath(dir)); pid != 0 {
+			kept = append(kept, fmt.Sprintf("%s (in use by pid %d)", v, pid))
+			continue
+		}
+		if err := run.Root.RemoveAll(dir); err != nil {
+			kept = append(kept, fmt.Sprintf("%s (%v)", v, err))
+			continue
+		}
+		for p := range run.Receipt.Paths {
+			if strings.HasPrefix(p, dir+"/") {
+				delete(run.Receipt.Paths, p)
+			}
+		}
+		for p := range run.Receipt.Dirs {
+			if p == dir || strings.HasPrefix(p, dir+"/") {
+				delete(run.Receipt.Dirs, p)
+			}
+		}
+		pruned = append(pruned, v)
+	}
+	note := ""
+	if len(pruned) > 0 {
+		note += "; pruned " + strings.Join(pruned, ", ")
+	}
+	if len(kept) > 0 {
+		note += "; kept " + strings.Join(kept, ", ") + " (pruned at a later upgrade)"
+	}
+	return note
+}
+
+// procDir is the test seam for inUse's view of /proc.
+var procDir = "/proc"
+
+// inUse returns a pid whose executable, mappings or open files lie under
+// hostDir, or 0.
+func inUse(hostDir string) int {
+	prefix := hostDir + "/"
+	ents, err := os.ReadDir(procDir)
+	if err != nil {
+		return 0
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		base := procDir + "/" + e.Name()
+		if l, err := os.Readlink(base + "/exe"); err == nil && strings.HasPrefix(l, prefix) {
+			return pid
+		}
+		if fds, err := os.ReadDir(base + "/fd"); err == nil {
+			for _, fd := range fds {
+				if l, err := os.Readlink(base + "/fd/" + fd.Name()); err == nil && strings.HasPrefix(l, prefix) {
+					return pid
+				}
+			}
+		}
+		if b, err := os.ReadFile(base + "/maps"); err == nil && strings.Contains(string(b), prefix) {
+			return pid
+		}
+	}
+	return 0
 }

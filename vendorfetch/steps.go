@@ -204,6 +204,7 @@ func (s *codexStep) Apply(run *provision.Run, c provision.Check) (string, error)
 		return "", err
 	}
 	detail := fmt.Sprintf("installed codex %s (%s) from %s; verified sha256 against %s", p.version, p.target, sourceName(cfg, rel.url), SumsAsset)
+	detail += prune(run, StepCodex, CodexDir, st)
 	if len(res.Stripped) > 0 {
 		detail += "; stripped setuid/setgid bits from " + strings.Join(res.Stripped, ", ")
 	}

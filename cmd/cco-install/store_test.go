@@ -52,7 +52,7 @@ func fakeCodexPackage(v string) []byte {
 
 func newVendorStore() *vendorStore {
 	s := &vendorStore{claude: map[string][]byte{}, codex: map[string][]byte{}}
-	for _, v := range []string{"2.1.328", "2.1.330"} {
+	for _, v := range []string{"2.1.328", "2.1.330", "2.1.331", "2.1.332"} {
 		s.claude[v] = fakeClaude(v)
 	}
 	for _, v := range []string{"0.169.0", "0.170.0"} {
