@@ -232,6 +232,13 @@ func (s *claudeStep) Check(run *provision.Run) (provision.Check, error) {
 		ok, why := intact(run, StepClaude, ClaudeDir, st.Version)
 		if ok {
 			c.State, c.Detail = provision.Done, fmt.Sprintf("claude %s is installed (%s)", st.Version, platform)
+			if pin == "" && cfg.Bundle == "" {
+				ccfg := cfg
+				ccfg.Claude.Channel, ccfg.Retries = channel, 0
+				c.Warnings = append(c.Warnings, newerNotice(run.Ctx, AgentClaude, channel, st.Version, func(ctx context.Context) (string, error) {
+					return resolveClaude(ctx, src, ccfg)
+				})...)
+			}
 			return c, nil
 		}
 		c.State, c.Detail = provision.ToDo, fmt.Sprintf("reinstall claude %s: %s", st.Version, why)

@@ -1,6 +1,7 @@
 package vendorfetch
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cco-dev/cco/provision"
 )
@@ -204,4 +206,22 @@ func inUse(hostDir string) int {
 		}
 	}
 	return 0
+}
+
+// noticeTimeout bounds the one small request a normal run makes to tell the
+// operator about a newer release: an air-gapped machine loses at most this.
+var noticeTimeout = 3 * time.Second
+
+// newerNotice resolves the channel once and, when it names a newer release
+// than the installed one, says so with the command that upgrades. A failure
+// to resolve is no notice, never an error: nothing is fetched without
+// --upgrade.
+func newerNotice(ctx context.Context, agent, channel, installed string, resolve func(context.Context) (string, error)) []string {
+	ctx, cancel := context.WithTimeout(ctx, noticeTimeout)
+	defer cancel()
+	v, err := resolve(ctx)
+	if err != nil || compareVersions(v, installed) <= 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s %s is available on the %s channel (installed: %s): sudo cco-install --upgrade %s", agent, v, channel, installed, agent)}
 }

@@ -41,9 +41,19 @@ func TestNoOpRunDownloadsNothing(t *testing.T) {
 	rep = install(t, root, cfg)
 	wantStatus(t, rep, StepClaude, provision.StatusOK)
 	wantStatus(t, rep, StepCodex, provision.StatusOK)
-	if r := s.reqs(); len(r) != 0 {
-		t.Fatalf("a no-op run sent requests: %v", r)
+	// The only requests: one small channel request per agent, for the
+	// "newer version available" notice. Nothing is downloaded.
+	if r := s.reqs(); len(r) != 2 || s.count("/claude/stable") != 1 || s.count("/codex/channels/latest") != 1 {
+		t.Fatalf("a no-op run may only resolve each channel once, sent: %v", r)
 	}
+	for _, sr := range rep.Steps {
+		for _, w := range sr.Warnings {
+			if strings.Contains(w, "is available") {
+				t.Errorf("%s: a notice without a newer version: %v", sr.ID, w)
+			}
+		}
+	}
+	s.reset()
 	if hashed != 0 {
 		t.Errorf("a no-op run hashed %d installed files", hashed)
 	}

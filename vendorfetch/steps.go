@@ -1,6 +1,7 @@
 package vendorfetch
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -113,6 +114,14 @@ func (s *codexStep) Check(run *provision.Run) (provision.Check, error) {
 		ok, why := intact(run, StepCodex, CodexDir, st.Version)
 		if ok {
 			c.State, c.Detail = provision.Done, fmt.Sprintf("codex %s is installed (%s)", st.Version, target)
+			if pin == "" && cfg.Bundle == "" {
+				ccfg := cfg
+				ccfg.Codex.Channel, ccfg.Retries, ccfg.Codex.GitHubAPIURL = channel, 0, ""
+				c.Warnings = append(c.Warnings, newerNotice(run.Ctx, AgentCodex, channel, st.Version, func(ctx context.Context) (string, error) {
+					v, _, err := resolveCodex(ctx, src, ccfg)
+					return v, err
+				})...)
+			}
 			return c, nil
 		}
 		c.State, c.Detail = provision.ToDo, fmt.Sprintf("reinstall codex %s: %s", st.Version, why)
