@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 
 	"golang.org/x/sys/unix"
@@ -87,3 +88,6 @@ func (h *Home) MoveIn(src, rel string) error {
 	}
 	return move(h.root, src, h.tree, rel)
 }
+
+// OpenNoFollow opens rel for reading; no symlink is followed, not even the last.
+func (h *Home) OpenNoFollow(rel string) (*os.File, error) { return h.tree.OpenNoFollow(rel) }

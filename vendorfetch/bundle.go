@@ -249,7 +249,7 @@ func bundleClaude(ctx context.Context, src source, cfg Config, platform string, 
 		return err
 	}
 	defer sub.Close()
-	rel, err := fetchClaude(ctx, src, cfg, sg, v, platform, sub)
+	rel, err := fetchClaude(ctx, src, cfg, sg, v, platform, sub, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", v, err)
 	}

@@ -62,7 +62,7 @@ func resolveClaude(ctx context.Context, src source, cfg Config) (string, error) 
 // fetchClaude downloads version's manifest (and signature), then the
 // binary for platform, and leaves it in dir as "claude", mode 0755, only
 // once its size and sha256 match the (verified) manifest.
-func fetchClaude(ctx context.Context, src source, cfg Config, sg *signer, version, platform string, dir *os.File) (*claudeRelease, error) {
+func fetchClaude(ctx context.Context, src source, cfg Config, sg *signer, version, platform string, dir *os.File, found []adoptable) (*claudeRelease, error) {
 	base := strings.TrimRight(cfg.Claude.BaseURL, "/") + "/" + version
 	rel := &claudeRelease{version: version, platform: platform}
 	if sg != nil && versionLess(version, FirstSignedClaude) {
@@ -114,6 +114,13 @@ func fetchClaude(ctx context.Context, src source, cfg Config, sg *signer, versio
 		unix.Unlinkat(int(dir.Fd()), "claude.zst.partial", 0)
 		unix.Unlinkat(int(dir.Fd()), "claude.partial", 0)
 	}()
+	for _, a := range found {
+		if err := adopt(a, rel, dir); err == nil {
+			rel.url = "adopted " + a.name
+			return rel, nil
+		}
+		unix.Unlinkat(int(dir.Fd()), "claude.partial", 0)
+	}
 	bin := base + "/" + platform + "/claude"
 	if err := fetchClaudeZst(ctx, src, cfg, bin+".zst", rel, dir); err == nil {
 		rel.url = bin + ".zst"
@@ -303,7 +310,11 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 		return "", fmt.Errorf("claude: %w", err)
 	}
 	defer vdir.Close()
-	rel, err := fetchClaude(run.Ctx, p.src, cfg, sg, p.version, p.platform, vdir)
+	var found []adoptable
+	if cfg.AdoptExisting {
+		found = adoptCandidates(run, cfg.Users, p.version)
+	}
+	rel, err := fetchClaude(run.Ctx, p.src, cfg, sg, p.version, p.platform, vdir, found)
 	if err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/vendorfetch/extract"
 )
 
@@ -56,9 +57,14 @@ type Config struct {
 	// version (--allow-downgrade). Without it, a store or mirror that names
 	// an older release than the installed one is refused.
 	AllowDowngrade bool
-	HTTPClient     *http.Client // nil = default transport honouring HTTPS_PROXY/NO_PROXY
-	Log            io.Writer    // human progress lines (stderr)
-	Platform       string       // "" = detect (linux-x64 / linux-arm64, -musl when the target root has musl)
+	// AdoptExisting uses a Claude binary found in Users' homes (the vendor's
+	// ~/.local/share/claude/versions/<v>) instead of downloading it, when its
+	// bytes verify against the manifest (--adopt-existing).
+	AdoptExisting bool
+	Users         []*provision.User
+	HTTPClient    *http.Client // nil = default transport honouring HTTPS_PROXY/NO_PROXY
+	Log           io.Writer    // human progress lines (stderr)
+	Platform      string       // "" = detect (linux-x64 / linux-arm64, -musl when the target root has musl)
 
 	// Explicit names the configuration keys that were set explicitly (by the
 	// config file, the environment or a flag) rather than defaulted, e.g.

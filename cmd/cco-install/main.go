@@ -48,6 +48,7 @@ type options struct {
 	upgrade        []string
 	rollback       []string
 	allowDowngrade bool
+	adopt          bool
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -82,6 +83,7 @@ func newFlags(sub string, o *options, stderr io.Writer) *pflag.FlagSet {
 		fs.StringSliceVar(&o.upgrade, "upgrade", nil, "fetch the newest release of the configured channel (or the pin) for claude, codex or all, and switch to it atomically")
 		fs.StringSliceVar(&o.rollback, "rollback", nil, "switch claude, codex or all back to the previous installed version")
 		fs.BoolVar(&o.allowDowngrade, "allow-downgrade", false, "let --upgrade move to an older release than the installed one")
+		fs.BoolVar(&o.adopt, "adopt-existing", false, "use a Claude Code binary found in a user's home (the vendor's installer) instead of downloading it, when it verifies against the manifest")
 		fs.BoolVar(&o.noAppArmor, "no-apparmor", false, "where AppArmor blocks bwrap's user namespaces, refuse with the fix instead of installing a profile")
 		fs.BoolVar(&o.image, "image", false, "an image build: no user-namespace probe, no chown (also detected from /.dockerenv, /run/.containerenv, $container)")
 		fs.BoolVar(&o.fixRC, "fix-rc", false, "remove the vendors' PATH blocks from users' shell start-up files (backups under /var/lib/cco/backups)")

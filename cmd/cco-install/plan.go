@@ -175,6 +175,9 @@ func vendorConfig(cfg *Config, run *provision.Run, o *options) (vendorfetch.Conf
 		v.Upgrade[a] = true
 	}
 	v.AllowDowngrade = o.allowDowngrade
+	if o.adopt {
+		v.AdoptExisting, v.Users = true, statusUsers(run.Root, cfg)
+	}
 	// A channel defaults only when no version is pinned.
 	if v.Claude.Channel == "" && v.Claude.Version == "" {
 		v.Claude.Channel = "stable"
