@@ -55,9 +55,12 @@ type Session struct {
 // login directories, carries state files over, creates and records the
 // placeholders, and snapshots the watched state files.
 func Prepare(home, runtime string, pr *Prep) (*Session, error) {
-	CleanStale(home)
 	s := &Session{home: home}
 	s.rec = record{PID: os.Getpid(), Start: procStart(os.Getpid()), Runtime: runtime}
+	// Dead launches' placeholders are taken over, not removed here: this
+	// launch's plan may already rely on them (it saw them as existing
+	// files); they go when this session, or the last one live, ends.
+	s.rec.Placeholders = adoptStale(home)
 	for _, f := range pr.Files {
 		p := filepath.Join(runtime, f.Name)
 		if f.Mode.IsDir() {
@@ -85,6 +88,7 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
 	s.recPath = filepath.Join(dir, strconv.Itoa(s.rec.PID)+".json")
+	adopted := len(s.rec.Placeholders)
 	for _, ph := range pr.Placeholders {
 		s.rec.Placeholders = append(s.rec.Placeholders, placeholder{Path: ph.Path, Dir: ph.Dir})
 	}
@@ -94,15 +98,15 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 		return nil, err
 	}
 	if len(pr.Placeholders) > 0 {
-		for i := range s.rec.Placeholders {
+		for i := adopted; i < len(s.rec.Placeholders); i++ {
 			ph := &s.rec.Placeholders[i]
-			if err := createPlaceholder(ph); err != nil {
-				s.Finish()
+			if err := createPlaceholder(home, ph); err != nil {
+				s.finish()
 				return nil, err
 			}
 		}
 		if err := s.writeRecord(); err != nil {
-			s.Finish()
+			s.finish()
 			return nil, err
 		}
 	}
@@ -123,10 +127,130 @@ func (s *Session) writeRecord() error {
 	return nil
 }
 
-// Finish removes this launch's placeholders, runtime directory and record.
+// LockRegistry serialises, between the sessions of one home, the planning
+// and preparing of a launch against the end of another: a session that ends
+// must not remove a placeholder that one starting is about to bind. The
+// launcher holds it from Register through Prepare; Finish takes it itself.
+func LockRegistry(home string) (func(), error) {
+	dir := registryDir(home)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// Register records this launch as live before its jail is planned, so that
+// another session in the same home that ends meanwhile leaves the mount-point
+// placeholders this one is about to bind in place. Prepare completes the
+// record.
+func Register(home string) error {
+	dir := registryDir(home)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	rec := record{PID: os.Getpid(), Start: procStart(os.Getpid())}
+	b, _ := json.Marshal(&rec)
+	p := filepath.Join(dir, strconv.Itoa(rec.PID)+".json")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		return fmt.Errorf("recording this launch in %s: %w", p, err)
+	}
+	return nil
+}
+
+// Finish removes this launch's runtime directory and, when no other session
+// in this home is live, its placeholders and record (and those that dead
+// sessions left). While another session lives, placeholders stay: it may
+// have bound them; the last session out, or the next launch, removes them.
 func (s *Session) Finish() {
+	unlock, err := LockRegistry(s.home)
+	if err == nil {
+		defer unlock()
+	}
+	s.finish()
+}
+
+// finish is Finish for a caller that holds the registry lock.
+func (s *Session) finish() {
+	if othersLive(s.home, s.rec.PID) {
+		if s.rec.Runtime != "" && strings.Contains(filepath.Base(s.rec.Runtime), "cco-jail-") {
+			os.RemoveAll(s.rec.Runtime)
+		}
+		s.rec.Runtime = ""
+		s.writeRecord()
+		return
+	}
 	undo(&s.rec)
 	os.Remove(s.recPath)
+	CleanStale(s.home)
+}
+
+// othersLive reports whether a session other than pid is running in home.
+func othersLive(home string, pid int) bool {
+	for _, r := range records(home) {
+		if r.rec.PID != pid && live(r.rec) {
+			return true
+		}
+	}
+	return false
+}
+
+func live(r record) bool {
+	return r.PID > 0 && r.Start != "" && procStart(r.PID) == r.Start
+}
+
+type recordFile struct {
+	path string
+	rec  record
+}
+
+// records reads the registry; unreadable entries are dropped from it.
+func records(home string) []recordFile {
+	dir := registryDir(home)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []recordFile
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var r record
+		if json.Unmarshal(b, &r) != nil {
+			os.Remove(p)
+			continue
+		}
+		out = append(out, recordFile{p, r})
+	}
+	return out
+}
+
+// listed reports whether a recorded placeholder is the file at dev/ino.
+func listed(home, path string, dev, ino uint64) bool {
+	for _, r := range records(home) {
+		for _, ph := range r.rec.Placeholders {
+			if ph.Dev == dev && ph.Ino == ino || ph.Path == path && ph.Ino == 0 && live(r.rec) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Added lists the command-bearing entries the session added or changed in
@@ -168,7 +292,7 @@ func undo(r *record) {
 	}
 }
 
-func createPlaceholder(ph *placeholder) error {
+func createPlaceholder(home string, ph *placeholder) error {
 	var err error
 	if ph.Dir {
 		err = os.Mkdir(ph.Path, 0o700)
@@ -177,6 +301,18 @@ func createPlaceholder(ph *placeholder) error {
 		f, err = os.OpenFile(ph.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err == nil {
 			f.Close()
+		}
+	}
+	if errors.Is(err, fs.ErrExist) {
+		// Another session in this home made it since this one planned: an
+		// empty placeholder that a record lists is shared, not in the way.
+		if fi, lerr := os.Lstat(ph.Path); lerr == nil {
+			st := fi.Sys().(*syscall.Stat_t)
+			empty := ph.Dir && fi.IsDir() || !ph.Dir && fi.Mode().IsRegular() && fi.Size() == 0
+			if empty && listed(home, ph.Path, uint64(st.Dev), st.Ino) {
+				ph.Dev, ph.Ino = uint64(st.Dev), st.Ino
+				return nil
+			}
 		}
 	}
 	if err != nil {
@@ -191,30 +327,53 @@ func createPlaceholder(ph *placeholder) error {
 	return nil
 }
 
-// CleanStale undoes the records of launches whose process is gone (a
-// SIGKILL leaves its placeholders and runtime directory behind).
-func CleanStale(home string) {
-	dir := registryDir(home)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
+// adoptStale takes the placeholders of dead launches in home into the
+// caller's keeping (removing the dead records and their runtime dirs).
+func adoptStale(home string) []placeholder {
+	var out []placeholder
+	seen := map[[2]uint64]bool{}
+	for _, r := range records(home) {
+		if r.rec.PID == os.Getpid() || live(r.rec) {
+			continue
+		}
+		for _, ph := range r.rec.Placeholders {
+			if k := [2]uint64{ph.Dev, ph.Ino}; ph.Ino != 0 && !seen[k] {
+				seen[k] = true
+				out = append(out, ph)
+			}
+		}
+		if r.rec.Runtime != "" && strings.Contains(filepath.Base(r.rec.Runtime), "cco-jail-") {
+			os.RemoveAll(r.rec.Runtime)
+		}
+		os.Remove(r.path)
 	}
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(p)
-		if err != nil {
+	return out
+}
+
+// CleanStale undoes the records of launches whose process is gone (a
+// SIGKILL leaves its placeholders and runtime directory behind). While a
+// session is live in this home, dead sessions' placeholders stay (it may
+// have bound them) and only their runtime directories go.
+func CleanStale(home string) {
+	recs := records(home)
+	anyLive := false
+	for _, r := range recs {
+		if r.rec.PID != os.Getpid() && live(r.rec) {
+			anyLive = true
+		}
+	}
+	for _, r := range recs {
+		if r.rec.PID == os.Getpid() || live(r.rec) {
 			continue
 		}
-		var r record
-		if json.Unmarshal(b, &r) != nil {
-			os.Remove(p)
+		if anyLive {
+			if r.rec.Runtime != "" && strings.Contains(filepath.Base(r.rec.Runtime), "cco-jail-") {
+				os.RemoveAll(r.rec.Runtime)
+			}
 			continue
 		}
-		if r.PID > 0 && procStart(r.PID) == r.Start && r.Start != "" {
-			continue // still running
-		}
-		undo(&r)
-		os.Remove(p)
+		undo(&r.rec)
+		os.Remove(r.path)
 	}
 }
 

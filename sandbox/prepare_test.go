@@ -82,18 +82,23 @@ func TestCleanStale(t *testing.T) {
 	must(t, os.Remove(live))
 	// A live launch (this process) whose placeholder must stay.
 	must(t, os.Remove(f.ws+"/.codex/config.toml"))
-	s2, _ := prep(t, f, "codex") // runs CleanStale first
-	if _, err := os.Lstat(f.ws + "/.git/config"); !os.IsNotExist(err) {
-		t.Errorf("stale placeholder kept: %v", err)
-	}
+	// The next launch takes the dead one's placeholders over (its plan may
+	// already bind them as existing files) and removes them when it ends.
+	s2, _ := prep(t, f, "codex")
 	if _, err := os.Lstat(s.rec.Runtime); !os.IsNotExist(err) {
 		t.Errorf("stale runtime dir kept: %v", err)
+	}
+	if _, err := os.Lstat(f.ws + "/.git/config"); err != nil {
+		t.Errorf("a placeholder the next launch may bind was removed at its start: %v", err)
 	}
 	CleanStale(f.home)
 	if _, err := os.Lstat(f.ws + "/.codex/config.toml"); err != nil {
 		t.Errorf("a live launch's placeholder was removed: %v", err)
 	}
 	s2.Finish()
+	if _, err := os.Lstat(f.ws + "/.git/config"); !os.IsNotExist(err) {
+		t.Errorf("the stale placeholder outlived the next launch: %v", err)
+	}
 }
 
 func TestCarryOver(t *testing.T) {

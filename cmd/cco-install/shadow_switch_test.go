@@ -92,9 +92,10 @@ func TestShadowLaunchesDuringSwitchNeverFail(t *testing.T) {
 			}
 		}
 	}
-	// One session at a time: concurrent launches in one home race on the
-	// shadow's mount-point placeholders (a known limit, not this test's).
-	wg.Add(1)
+	// Two sessions at a time in one home and workspace, as a user with two
+	// terminals: they share the shadow's mount-point placeholders.
+	wg.Add(2)
+	go loop()
 	go loop()
 	for i := 0; i < 10; i++ {
 		inst("--upgrade", "claude")

@@ -55,6 +55,26 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cco: cannot build the jail: the current directory: %v\n", err)
 		return exitCannotRun
 	}
+	// Live before planning, and under the home's registry lock until the
+	// placeholders exist: a session ending meanwhile keeps the placeholders
+	// this one will bind.
+	unlock, err := sandbox.LockRegistry(home)
+	if err != nil {
+		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
+		return exitCannotRun
+	}
+	locked := true
+	release := func() {
+		if locked {
+			unlock()
+			locked = false
+		}
+	}
+	defer release()
+	if err := sandbox.Register(home); err != nil {
+		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
+		return exitCannotRun
+	}
 	pol, err := sandbox.EgressPolicy(cfg, p.Name, home)
 	if err != nil {
 		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
@@ -97,6 +117,7 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
 		return exitCannotRun
 	}
+	release() // registered and prepared: ending sessions now leave our mount points alone
 	code := supervise(bwrap, spec, !direct, stderr)
 	closeEgress(host)
 	for _, a := range sess.Added() {
