@@ -54,8 +54,11 @@ func shadowSource(cfg *Config) (path, why string, err error) {
 	return "", "", fmt.Errorf("no shadow binary: not set by shadow_path, no 'shadow' beside cco-install, and no %s; build it (go build -o bin/ ./cmd/...) or set shadow_path", PackagedShadow)
 }
 
-// buildPlan is the ordered list of steps for this machine. The shadow goes
-// first: at no point may a vendor binary be reachable on PATH unwrapped.
+// buildPlan is the ordered list of steps for this machine: the take-over
+// (which frees the shadow's names), then the shadow and the jail's own files,
+// then the guard and the policy, and the vendors' downloads last, so that an
+// interrupted or offline run has already put every agent's name behind the
+// shadow.
 func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, error) {
 	src, why, err := shadowSource(cfg)
 	if err != nil {
@@ -73,36 +76,6 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 		users = append([]string{u}, users...)
 	}
 	steps := takeover.Steps(run, takeover.Config{Users: users})
-	// The guard and the policy that wires it cover every known agent, like
-	// the shadow: an agent installed some other way must run the guard too.
-	steps = append(steps, guard.Steps()...)
-	steps = append(steps, managed.Steps(managed.Config{
-		ClaudeManagedFile:  cfg.String("claude.managed_file"),
-		CodexForeignPolicy: cfg.String("codex.foreign_policy"),
-		Agents:             knownAgents,
-	})...)
-	steps = append(steps, takeover.RCSteps(run, users, o.fixRC)...)
-	usernsSteps, warnings := userns.Steps(run, userns.Options{NoAppArmor: o.noAppArmor, Image: image, SameKernel: run.Root.IsHost(), Host: userns.RealHost})
-	for _, w := range warnings {
-		run.Logf("warning: %s", w)
-	}
-	steps = append(steps, usernsSteps...)
-	if d := cfg.String("shared_login_dir"); d != "" {
-		steps = append(steps, &login.Step{Dir: d, Users: cfg.Users})
-	}
-	vcfg, err := vendorConfig(cfg, run, o)
-	if err != nil {
-		return nil, err
-	}
-	if len(o.rollback) > 0 {
-		agents, err := agentList("--rollback", o.rollback)
-		if err != nil {
-			return nil, err
-		}
-		steps = append(steps, vendorfetch.RollbackSteps(vcfg, agents)...)
-	} else {
-		steps = append(steps, vendorfetch.Steps(vcfg)...)
-	}
 	for _, a := range knownAgents {
 		steps = append(steps, &provision.File{
 			StepID:     "shadow." + a,
@@ -136,6 +109,36 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 			KeepExisting: true,
 		},
 	)
+	// The guard and the policy that wires it cover every known agent, like
+	// the shadow: an agent installed some other way must run the guard too.
+	steps = append(steps, guard.Steps()...)
+	steps = append(steps, managed.Steps(managed.Config{
+		ClaudeManagedFile:  cfg.String("claude.managed_file"),
+		CodexForeignPolicy: cfg.String("codex.foreign_policy"),
+		Agents:             knownAgents,
+	})...)
+	steps = append(steps, takeover.RCSteps(run, users, o.fixRC)...)
+	usernsSteps, warnings := userns.Steps(run, userns.Options{NoAppArmor: o.noAppArmor, Image: image, SameKernel: run.Root.IsHost(), Host: userns.RealHost})
+	for _, w := range warnings {
+		run.Logf("warning: %s", w)
+	}
+	steps = append(steps, usernsSteps...)
+	if d := cfg.String("shared_login_dir"); d != "" {
+		steps = append(steps, &login.Step{Dir: d, Users: cfg.Users})
+	}
+	vcfg, err := vendorConfig(cfg, run, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.rollback) > 0 {
+		agents, err := agentList("--rollback", o.rollback)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, vendorfetch.RollbackSteps(vcfg, agents)...)
+	} else {
+		steps = append(steps, vendorfetch.Steps(vcfg)...)
+	}
 	return steps, nil
 }
 
