@@ -12,14 +12,7 @@ import (
 // pruned, except one a running process still holds, which goes at a later
 // upgrade once nothing uses it.
 func TestPruneKeepsTwoAndNeverOneInUse(t *testing.T) {
-	st := newVendorStore()
-	defer st.srv.Close()
-	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	os.MkdirAll(root, 0o755)
-	shadow := filepath.Join(dir, "shadow")
-	os.WriteFile(shadow, []byte("#!/bin/sh\n"), 0o755)
-	env := []string{"CCO_AGENTS=claude", "CCO_CLAUDE_BASE_URL=" + st.srv.URL + "/claude", "CCO_CODEX_GITHUB_API_URL="}
+	st, root, shadow, env := storeRoot(t, "claude")
 	vdir := func(v string) string { return filepath.Join(root, "usr/libexec/cco/claude", v) }
 	upgradeTo := func(v string) string {
 		t.Helper()

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cco-dev/cco/internal/testenv"
@@ -72,43 +70,12 @@ func TestShadowLaunchesDuringSwitchNeverFail(t *testing.T) {
 	}
 	st.stable.Store("2.1.330")
 
-	var launches, failures atomic.Int64
-	var bad sync.Map
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	loop := func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			out, err := launch()
-			launches.Add(1)
-			if err != nil || !(strings.Contains(out, "2.1.328 (Claude Code)") || strings.Contains(out, "2.1.330 (Claude Code)")) {
-				failures.Add(1)
-				bad.Store(out+" "+fmtErr(err), true)
-			}
-		}
-	}
 	// Two sessions at a time in one home and workspace, as a user with two
 	// terminals: they share the shadow's mount-point placeholders.
-	wg.Add(2)
-	go loop()
-	go loop()
-	for i := 0; i < 10; i++ {
-		inst("--upgrade", "claude")
-		inst("--rollback", "claude")
-	}
-	close(stop)
-	wg.Wait()
-	if launches.Load() < 10 {
-		t.Fatalf("only %d launches ran during the switches: the test proved nothing", launches.Load())
-	}
-	if n := failures.Load(); n != 0 {
-		bad.Range(func(k, _ any) bool { t.Logf("failed launch: %v", k); return true })
-		t.Fatalf("%d of %d shadow launches failed during the switches", n, launches.Load())
-	}
-	t.Logf("%d shadow launches during 20 switches, none failed", launches.Load())
+	whileLaunching(t, 10, []string{"2.1.328 (Claude Code)", "2.1.330 (Claude Code)"}, []func() (string, error){launch, launch}, func() {
+		for i := 0; i < 10; i++ {
+			inst("--upgrade", "claude")
+			inst("--rollback", "claude")
+		}
+	})
 }

@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -147,3 +150,19 @@ func cmdVendorStore(ts *testscript.TestScript, neg bool, args []string) {
 type storeBox = atomic.Pointer[vendorStore]
 
 type storeKey struct{}
+
+// storeRoot is a vendor store on loopback, an empty target root, a stand-in
+// shadow, and the environment that points cco-install at them for agents.
+func storeRoot(t *testing.T, agents string) (*vendorStore, string, string, []string) {
+	t.Helper()
+	st := newVendorStore()
+	t.Cleanup(st.srv.Close)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	os.MkdirAll(root, 0o755)
+	shadow := filepath.Join(dir, "shadow")
+	os.WriteFile(shadow, []byte("#!/bin/sh\n"), 0o755)
+	env := []string{"CCO_AGENTS=" + agents, "CCO_CLAUDE_BASE_URL=" + st.srv.URL + "/claude",
+		"CCO_CODEX_BASE_URLS=" + st.srv.URL + "/codex", "CCO_CODEX_GITHUB_BASE_URL=", "CCO_CODEX_GITHUB_API_URL="}
+	return st, root, shadow, env
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,15 +14,7 @@ import (
 // `current` links (the paths the shadow execs) while the installer switches
 // them back and forth.
 func TestLaunchesDuringSwitchNeverFail(t *testing.T) {
-	st := newVendorStore()
-	defer st.srv.Close()
-	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	os.MkdirAll(root, 0o755)
-	shadow := filepath.Join(dir, "shadow")
-	os.WriteFile(shadow, []byte("#!/bin/sh\n"), 0o755)
-	env := []string{"CCO_AGENTS=claude,codex", "CCO_CLAUDE_BASE_URL=" + st.srv.URL + "/claude",
-		"CCO_CODEX_BASE_URLS=" + st.srv.URL + "/codex", "CCO_CODEX_GITHUB_BASE_URL=", "CCO_CODEX_GITHUB_API_URL="}
+	st, root, shadow, env := storeRoot(t, "claude,codex")
 	inst := func(args ...string) {
 		t.Helper()
 		cmd := installer(t, root, shadow, env, args...)
@@ -36,13 +27,35 @@ func TestLaunchesDuringSwitchNeverFail(t *testing.T) {
 	st.stable.Store("2.1.330")
 	st.latest.Store("0.170.0")
 
+	versions := []string{"2.1.328", "2.1.330", "0.169.0", "0.170.0"}
+	var launchers []func() (string, error)
+	for _, bin := range []string{"usr/libexec/cco/claude/current/claude", "usr/libexec/cco/codex-dist/current/bin/codex"} {
+		p := filepath.Join(root, bin)
+		launchers = append(launchers, func() (string, error) {
+			out, err := exec.Command(p).Output()
+			return string(out), err
+		})
+	}
+	whileLaunching(t, 20, versions, launchers, func() {
+		for i := 0; i < 3; i++ {
+			inst("--upgrade", "all")
+			inst("--rollback", "all")
+		}
+	})
+}
+
+// whileLaunching runs each launcher in a loop of its own while switch runs,
+// and fails the test if any launch failed or printed none of the versions, or
+// if fewer than min launches ran (then it proved nothing).
+func whileLaunching(t *testing.T, min int64, versions []string, launchers []func() (string, error), switches func()) {
+	t.Helper()
 	var launches, failures atomic.Int64
 	var bad sync.Map
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, bin := range []string{"usr/libexec/cco/claude/current/claude", "usr/libexec/cco/codex-dist/current/bin/codex"} {
+	for _, launch := range launchers {
 		wg.Add(1)
-		go func(p string) {
+		go func() {
 			defer wg.Done()
 			for {
 				select {
@@ -50,30 +63,30 @@ func TestLaunchesDuringSwitchNeverFail(t *testing.T) {
 					return
 				default:
 				}
-				out, err := exec.Command(filepath.Join(root, p)).Output()
+				out, err := launch()
 				launches.Add(1)
-				s := string(out)
-				if err != nil || !(strings.Contains(s, "2.1.328") || strings.Contains(s, "2.1.330") || strings.Contains(s, "0.169.0") || strings.Contains(s, "0.170.0")) {
+				ok := false
+				for _, v := range versions {
+					ok = ok || strings.Contains(out, v)
+				}
+				if err != nil || !ok {
 					failures.Add(1)
-					bad.Store(s+" "+fmtErr(err), true)
+					bad.Store(out+" "+fmtErr(err), true)
 				}
 			}
-		}(bin)
+		}()
 	}
-	for i := 0; i < 3; i++ {
-		inst("--upgrade", "all")
-		inst("--rollback", "all")
-	}
+	switches()
 	close(stop)
 	wg.Wait()
-	if launches.Load() < 20 {
+	if launches.Load() < min {
 		t.Fatalf("only %d launches ran during the switches: the test proved nothing", launches.Load())
 	}
 	if n := failures.Load(); n != 0 {
 		bad.Range(func(k, _ any) bool { t.Logf("failed launch: %v", k); return true })
 		t.Fatalf("%d of %d launches failed during the switches", n, launches.Load())
 	}
-	t.Logf("%d launches during 6 switches, none failed", launches.Load())
+	t.Logf("%d launches during the switches, none failed", launches.Load())
 }
 
 func fmtErr(err error) string {
