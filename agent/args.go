@@ -3,6 +3,7 @@ package agent
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // claudeArgs injects --no-chrome (the browser bridge reaches outside the
@@ -57,7 +58,11 @@ var codexAgentCommands = map[string]bool{
 // codexPolicyKey matches a -c/--config override that sets sandbox_mode or
 // approval_policy in any TOML spelling: bare, quoted, dotted
 // (profiles.x.sandbox_mode) or inside an inline table.
-var codexPolicyKey = regexp.MustCompile(`(^|[.{,\s"'])(sandbox_mode|approval_policy)["']?\s*(=|$)`)
+// It is compiled on first use: most launches have no -c, and a compile at
+// start-up is paid by every launch.
+var codexPolicyKey = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(^|[.{,\s"'])(sandbox_mode|approval_policy)["']?\s*(=|$)`)
+})
 
 // codexArgs strips every flag that re-enables Codex's own sandbox or
 // approvals (-s/--sandbox, -a/--ask-for-approval, --full-auto, which in
@@ -104,13 +109,13 @@ func codexArgs(user []string, _ Options) []string {
 				}
 				i++
 				val = user[i]
-				if codexPolicyKey.MatchString(val) {
+				if codexPolicyKey().MatchString(val) {
 					continue
 				}
 				out = append(out, a, val)
 				continue
 			}
-			if codexPolicyKey.MatchString(val) {
+			if codexPolicyKey().MatchString(val) {
 				continue
 			}
 			out = append(out, a)

@@ -3,8 +3,8 @@
 #
 # A package install must work offline, so this never downloads:
 #   - on upgrade of a provisioned machine (a receipt exists), it refreshes the
-#     installed shadow copies from the new package with the vendor steps
-#     skipped (CCO_AGENTS empty);
+#     installed shadow copies and the egress proxy from the new package with
+#     the vendor steps skipped (CCO_AGENTS empty);
 #   - on a first install with a bundle configured (the "bundle" key of
 #     /etc/cco/install.toml or CCO_BUNDLE), it installs from that bundle;
 #   - otherwise it prints the command that provisions the machine.
@@ -35,7 +35,7 @@ report() {
 }
 
 if [ "$mode" = upgrade ] && [ -f "$RECEIPT" ]; then
-	report "refreshing the installed shadow from the new package (offline, vendor steps skipped)"
+	report "refreshing the installed shadow and egress proxy from the new package (offline, vendor steps skipped)"
 	CCO_AGENTS= "$CCO_INSTALL" --yes
 	rc=$?
 	[ "$rc" -eq 0 ] && exit 0

@@ -95,7 +95,7 @@ type fixture struct {
 
 // newFixture lays out a host home with both agents' login state and
 // credentials, and a git workspace with the agents' settings files.
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	base := t.TempDir()
 	base, _ = filepath.EvalSymlinks(base)
@@ -116,7 +116,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -130,11 +130,11 @@ func (f *fixture) plan(t *testing.T, name string, uid int, cfg *Config, env []st
 		cfg = &Config{}
 	}
 	s, pr, err := Plan(&Launch{Profile: p, Config: cfg, Home: f.home, User: "ada", UID: uid, Cwd: f.ws,
-		Environ: env, RuntimeDir: f.rt, Session: "s1", Args: []string{"--chrome", "-s", "read-only", "hi"}})
+		Environ: env, Session: "s1", Args: []string{"--chrome", "-s", "read-only", "hi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.SeccompFD, s.StatusFD = 3, 4
+	s.SeccompFD, s.StatusFD, s.DataFD = 3, 4, 6
 	return s, pr, &argvCheck{t: t, argv: Argv(s)}
 }
 
@@ -186,9 +186,12 @@ func TestArgvCommon(t *testing.T) {
 				m("--ro-bind", f.ws+"/.claude/settings.json", f.ws+"/.claude/settings.json"),
 				m("--ro-bind", f.ws+"/.codex/config.toml", f.ws+"/.codex/config.toml"))
 			// The curated gitconfig; the marker last, after /run's tmpfs.
-			c.order(m("--perms", "0700", "--tmpfs", f.home), m("--ro-bind", f.rt+"/gitconfig", f.home+"/.gitconfig"))
+			// Both are made by bwrap from descriptors (the gitconfig 6, the
+			// stand-in over the missing settings.local.json 7, the marker 8):
+			// nothing of them is on the host.
+			c.order(m("--perms", "0700", "--tmpfs", f.home), m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"))
 			c.order(m("--tmpfs", "/run"), m("--bind", f.ws, f.ws), m("--tmpfs", f.home+"/.cache"), m("--remount-ro", f.home),
-				m("--ro-bind", f.rt+"/jail", MarkerPath), m("--chdir", f.ws))
+				m("--perms", "0444", "--ro-bind-data", "8", MarkerPath), m("--chdir", f.ws))
 			// Credentials of the home are never bound.
 			c.lacksValue(f.home + "/.ssh")
 			c.lacksValue(f.home + "/.config/gh")
@@ -312,10 +315,22 @@ func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 		must(t, os.RemoveAll(p))
 	}
 	must(t, os.RemoveAll(f.ws+"/.codex"))
-	_, pr, c := f.plan(t, "claude", 1000, nil, nil)
-	c.order(m("--bind", f.ws, f.ws), m("--ro-bind", f.rt+"/empty.d", f.ws+"/.git/hooks"),
-		m("--ro-bind", f.rt+"/empty", f.ws+"/.git/config"), m("--ro-bind", f.rt+"/empty.json", f.ws+"/.claude/settings.json"))
-	c.has("--ro-bind", f.rt+"/empty.json", f.home+"/.claude/settings.json")
+	s, pr, c := f.plan(t, "claude", 1000, nil, nil)
+	// Stand-ins made by bwrap, in memory: an empty read-only directory for
+	// hooks, an empty file, "{}" for JSON; the descriptors count from 6 in
+	// argv order (the home's first), the marker last.
+	c.order(m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.claude/settings.json"),
+		m("--perms", "0444", "--ro-bind-data", "7", f.home+"/.gitconfig"), m("--bind", f.ws, f.ws),
+		m("--tmpfs", f.ws+"/.git/hooks", "--remount-ro", f.ws+"/.git/hooks"),
+		m("--perms", "0444", "--ro-bind-data", "8", f.ws+"/.git/config"),
+		m("--perms", "0444", "--ro-bind-data", "9", f.ws+"/.claude/settings.json"),
+		m("--perms", "0444", "--ro-bind-data", "10", f.ws+"/.claude/settings.local.json"),
+		m("--perms", "0444", "--ro-bind-data", "11", MarkerPath))
+	data := DataFiles(s)
+	if len(data) != 6 || string(data[0]) != "{}\n" || !strings.Contains(string(data[1]), "GIT") && !strings.Contains(string(data[1]), "[") ||
+		string(data[2]) != "" || string(data[3]) != "{}\n" || string(data[4]) != "{}\n" || !strings.Contains(string(data[5]), `"agent":"claude"`) {
+		t.Errorf("data files %q", data)
+	}
 	// No parent directory: nothing to bind, and no stray .codex is created.
 	c.lacksValue(f.ws + "/.codex")
 	want := []Placeholder{{Path: f.home + "/.claude/settings.json"}, {Path: f.ws + "/.git/hooks", Dir: true},
@@ -339,7 +354,7 @@ func TestArgvSymlinkedSettingsResolved(t *testing.T) {
 	c.lacks("--ro-bind", f.ws+"/.git/config", f.ws+"/.git/config")
 	must(t, os.Remove(f.ws+"/real-config"))
 	p, _ := agent.Lookup("codex")
-	_, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: f.rt})
+	_, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
 	if err == nil || !strings.Contains(err.Error(), f.ws+"/.git/config is a symlink to a missing path") {
 		t.Errorf("dangling link: %v", err)
 	}
@@ -391,13 +406,13 @@ func TestArgvPure(t *testing.T) {
 		HomeBinds: []Bind{{Src: "/h/.a", Dst: "/h/.a"}}, Workspace: "/w",
 		ReadOnly: []Bind{{Src: "/w/.git/config", Dst: "/w/.git/config"}},
 		Masks:    []Mask{{Path: "/h/.a/p", Kind: MaskTmpfs}, {Path: "/etc/shadow", Kind: MaskFile}, {Path: "/root", Kind: MaskDir}},
-		Scratch:  []string{"/h/.cache"}, Marker: "/r/jail", Chdir: "/w/sub", Command: []string{"/helper", "exec", "--", "/bin/agent", "--", "-x"}, UnshareNet: true}
+		Scratch:  []string{"/h/.cache"}, Marker: []byte("{}"), DataFD: 5, Chdir: "/w/sub", Command: []string{"/helper", "exec", "--", "/bin/agent", "--", "-x"}, UnshareNet: true}
 	want := []string{"--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
 		"--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL", "--clearenv",
 		"--setenv", "A", "1", "--setenv", "B", "x=y", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 		"--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", "/h", "--bind", "/h/.a", "/h/.a", "--bind", "/w", "/w",
 		"--ro-bind", "/w/.git/config", "/w/.git/config", "--tmpfs", "/h/.a/p", "--ro-bind", "/dev/null", "/etc/shadow",
-		"--tmpfs", "/root", "--remount-ro", "/root", "--tmpfs", "/h/.cache", "--remount-ro", "/h", "--ro-bind", "/r/jail", MarkerPath, "--chdir", "/w/sub",
+		"--tmpfs", "/root", "--remount-ro", "/root", "--tmpfs", "/h/.cache", "--remount-ro", "/h", "--perms", "0444", "--ro-bind-data", "5", MarkerPath, "--chdir", "/w/sub",
 		"--", "/helper", "exec", "--", "/bin/agent", "--", "-x"}
 	a := Argv(s)
 	if !slices.Equal(a, want) {
@@ -411,7 +426,7 @@ func TestArgvPure(t *testing.T) {
 func TestArgvDirectCommand(t *testing.T) {
 	f := newFixture(t)
 	p, _ := agent.Lookup("codex")
-	s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: f.rt, Args: []string{"exec", "x"}, Direct: true})
+	s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Args: []string{"exec", "x"}, Direct: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -78,12 +77,20 @@ var Forges = map[string]struct{ TokenDir, Helper string }{
 	"gitlab": {".config/glab-cli", "!glab auth git-credential"},
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// envName reports whether n is a shell variable name.
+func envName(n string) bool {
+	for i, c := range n {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return n != ""
+}
 
 // refusedEnv reports why a pass_env name is refused, or "".
 func refusedEnv(n string) string {
 	switch {
-	case !envName.MatchString(n):
+	case !envName(n):
 		return "is not a variable name"
 	case n == "PATH" || n == "HOME" || n == "USER" || n == "LOGNAME" || n == "BASH_ENV" || n == "ENV" || n == "IFS":
 		return "is set by the jail itself or changes how programs start"

@@ -3,24 +3,24 @@ package sandbox
 import (
 	"fmt"
 
-	"github.com/cco-dev/cco/sandbox/egress"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 )
 
-// EgressDir is where, inside a jail, the host's egress runtime directory
-// (egress.Host.Dir, holding the proxy's socket) is bound read-only. A fixed
+// EgressDir is where, inside a jail, the egress proxy's socket is: a fixed
 // path under the jail's private /run, so the in-jail helper finds the socket
 // from the marker alone, and nothing the agent controls can point it
 // elsewhere.
 const EgressDir = "/run/cco/egress"
 
-// EgressSocket is the proxy's socket as the in-jail helper sees it.
-const EgressSocket = EgressDir + "/" + egress.SocketName
+// EgressSocket is the proxy's socket as the in-jail helper sees it: the
+// host's socket file, bound read-only.
+const EgressSocket = EgressDir + "/" + policy.SocketName
 
 // EgressPolicy turns sandbox.toml's egress keys into the proxy's policy for
 // agent, expanding "~/" in egress_log against home. Only keys the file sets
 // are passed on, so ParsePolicy's defaults apply to the rest; an error names
 // the key, the file and the fix.
-func EgressPolicy(c *Config, agent, home string) (egress.Policy, error) {
+func EgressPolicy(c *Config, agent, home string) (policy.Policy, error) {
 	keys := map[string]any{}
 	if c.Egress != "" {
 		keys["egress"] = c.Egress
@@ -42,9 +42,9 @@ func EgressPolicy(c *Config, agent, home string) (egress.Policy, error) {
 	if c.EgressLog != "" {
 		keys["egress_log"] = c.EgressLog
 	}
-	pol, err := egress.ParsePolicy(keys, agent, home)
+	pol, err := policy.Parse(keys, agent, home)
 	if err != nil {
-		return egress.Policy{}, fmt.Errorf("%s: %w (fix that key in %s)", ConfigPath, err, ConfigPath)
+		return policy.Policy{}, fmt.Errorf("%s: %w (fix that key in %s)", ConfigPath, err, ConfigPath)
 	}
 	return pol, nil
 }

@@ -15,44 +15,45 @@ func TestPlanEgress(t *testing.T) {
 	f := newFixture(t)
 	p, _ := agent.Lookup("claude")
 	env := []string{"XDG_RUNTIME_DIR=/run/user/1000"}
-	dir := filepath.Join(f.rt, "cco-egress-x")
+	sock := filepath.Join(f.rt, "1234.sock")
 	for _, mode := range []string{egress.ModePublic, egress.ModeAllowlist} {
-		s, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: f.rt, Environ: env,
-			Direct: true, Egress: mode, EgressDir: dir})
+		s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Environ: env,
+			Direct: true, Egress: mode, EgressSocket: sock})
 		must(t, err)
+		s.DataFD = 6
 		c := &argvCheck{t: t, argv: Argv(s)}
 		c.has("--unshare-net")
-		// The proxy's directory comes after every tmpfs that would hide it,
+		// The proxy's socket comes after every tmpfs that would hide it,
 		// read-only, at the fixed path the helper looks at.
-		c.order(m("--tmpfs", "/tmp"), m("--tmpfs", "/run"), m("--tmpfs", "/run/user/1000"), m("--ro-bind", dir, EgressDir), m("--ro-bind", s.Marker, MarkerPath))
+		c.order(m("--tmpfs", "/tmp"), m("--tmpfs", "/run"), m("--tmpfs", "/run/user/1000"), m("--ro-bind", sock, EgressSocket), m("--perms", "0444", "--ro-bind-data", "8", MarkerPath))
 		// The helper must run (it hosts the bridge), although Direct asked not to.
 		if len(s.Command) < 3 || s.Command[0] != SystemRoot+HelperPath || s.Command[1] != "exec" {
 			t.Errorf("%s: command %q, want the helper", mode, s.Command)
 		}
-		if !strings.Contains(string(pr.Files[0].Data), `"egress":"`+mode+`"`) {
-			t.Errorf("%s: marker %s", mode, pr.Files[0].Data)
+		if !strings.Contains(string(s.Marker), `"egress":"`+mode+`"`) {
+			t.Errorf("%s: marker %s", mode, s.Marker)
 		}
 	}
-	// Off (and unset, the closed default): no network, no proxy directory,
+	// Off (and unset, the closed default): no network, no proxy socket,
 	// and bwrap may run the agent itself.
 	for _, mode := range []string{egress.ModeOff, ""} {
-		s, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: f.rt, Direct: true, Egress: mode})
+		s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Direct: true, Egress: mode})
 		must(t, err)
 		c := &argvCheck{t: t, argv: Argv(s)}
 		c.has("--unshare-net")
-		c.lacksValue(EgressDir)
+		c.lacksValue(EgressSocket)
 		if s.Command[0] != SystemRoot+p.Binary {
 			t.Errorf("off: command %q", s.Command)
 		}
-		if !strings.Contains(string(pr.Files[0].Data), `"egress":"off"`) {
-			t.Errorf("off: marker %s", pr.Files[0].Data)
+		if !strings.Contains(string(s.Marker), `"egress":"off"`) {
+			t.Errorf("off: marker %s", s.Marker)
 		}
 	}
-	if _, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: f.rt, Egress: egress.ModePublic}); err == nil ||
-		!strings.Contains(err.Error(), "runtime directory") {
-		t.Errorf("public without a proxy directory: %v", err)
+	if _, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Egress: egress.ModePublic}); err == nil ||
+		!strings.Contains(err.Error(), "the proxy's socket") {
+		t.Errorf("public without a proxy socket: %v", err)
 	}
-	if _, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: f.rt, Egress: "host"}); err == nil ||
+	if _, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Egress: "host"}); err == nil ||
 		!strings.Contains(err.Error(), `egress "host"`) {
 		t.Errorf("unknown mode: %v", err)
 	}

@@ -45,6 +45,11 @@ var procRoot = "/proc"
 // It is the one place where the shadow (nested launches, the helper modes)
 // and the guard agree on "inside". See docs/adr for what it does not stop.
 func ProbeJail() (*Marker, error) {
+	// Every host launch asks; without a marker the answer is no, before
+	// the costlier reads (the mount table is long on a busy host).
+	if _, err := os.Lstat(MarkerPath); err != nil {
+		return nil, fmt.Errorf("%s is not a mount point (it does not exist): not inside a cco jail", MarkerPath)
+	}
 	status, err := os.ReadFile(procRoot + "/self/status")
 	if err != nil {
 		return nil, fmt.Errorf("reading %s/self/status: %w", procRoot, err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/agent"
-	"github.com/cco-dev/cco/sandbox/egress"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 )
 
 // SystemRoot prefixes every system path the shadow reads or runs (vendor
@@ -21,6 +21,9 @@ var SystemRoot = ""
 const (
 	HelperPath = "/usr/libexec/cco/sandbox-helper"
 	BwrapPath  = "/usr/bin/bwrap"
+	// ProxyPath is the egress proxy program (cmd/egress-proxy) the shadow
+	// starts on the host.
+	ProxyPath = "/usr/libexec/cco/egress-proxy"
 )
 
 // jailPath is the PATH inside: the shadow's /usr/local/bin first, so that a
@@ -39,9 +42,6 @@ type Launch struct {
 	Cwd string
 	// Environ is the host environment (only the allow-list passes).
 	Environ []string
-	// RuntimeDir is a fresh private host directory for the marker and the
-	// other files the jail binds read-only.
-	RuntimeDir string
 	// Session names this launch in the marker.
 	Session string
 	// Args are the user's arguments.
@@ -51,13 +51,13 @@ type Launch struct {
 	// helper to do (it saves a process start). It is ignored when a proxy
 	// runs: the helper must then host the bridge.
 	Direct bool
-	// Egress is the policy mode (egress.ModePublic, ModeAllowlist or
+	// Egress is the policy mode (policy.ModePublic, ModeAllowlist or
 	// ModeOff); "" means off, the closed default. The jail always gets its
 	// own empty network namespace.
 	Egress string
-	// EgressDir is the host's egress runtime directory (egress.Host.Dir),
-	// bound at EgressDir inside; required unless Egress is off.
-	EgressDir string
+	// EgressSocket is the host path of the proxy's listening socket, bound
+	// at EgressSocket inside; required unless Egress is off.
+	EgressSocket string
 }
 
 // Placeholder is a mount point the shadow creates on the host because a
@@ -69,9 +69,10 @@ type Placeholder struct {
 }
 
 // Prep is the host-side work Plan decided on: done before bwrap starts.
+// The jail's own files (the marker, the gitconfig, the stand-ins over
+// placeholders) are not among it: bwrap makes them in memory from data the
+// Spec carries, so a launch writes nothing for them on the host.
 type Prep struct {
-	// Files are written into RuntimeDir (name -> content).
-	Files []RuntimeFile
 	// LoginDirs are created (mode 0700) when missing: the agent's own state.
 	LoginDirs []string
 	// Placeholders are created, recorded, and removed after the session.
@@ -81,23 +82,11 @@ type Prep struct {
 	// Watched are state files whose command-bearing entries are compared
 	// before and after the session.
 	Watched []string
+	// NewRepo, when not "", is a workspace without a .git: its re-binds
+	// cannot exist (a read-only .git would break git init), so what a
+	// session's git init leaves there that git runs later is reported.
+	NewRepo string
 }
-
-// RuntimeFile is one file of the runtime directory.
-type RuntimeFile struct {
-	Name string
-	Data []byte
-	Mode fs.FileMode
-}
-
-// Runtime file names.
-const (
-	rtMarker    = "jail"
-	rtGitconfig = "gitconfig"
-	rtEmpty     = "empty"
-	rtEmptyJSON = "empty.json"
-	rtEmptyDir  = "empty.d"
-)
 
 // protectedSystem are trees no workspace or allow_write path may lie in
 // or contain: the system's configuration and programs (the guard, the
@@ -130,7 +119,6 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	}
 	s := &Spec{Home: home, Workspace: ws, Chdir: l.Cwd}
 	pr := &Prep{}
-	rt := l.RuntimeDir
 
 	s.Private = privateDirs(l.Environ)
 
@@ -143,7 +131,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	}
 	hostBound := append([]string{ws}, pathsOf(s.HomeBinds)...)
 	for _, rel := range p.HomeReadOnly {
-		b, ph, err := readOnlyBind(filepath.Join(home, rel), rt, hostBound, pr.LoginDirs)
+		b, ph, err := readOnlyBind(filepath.Join(home, rel), hostBound, pr.LoginDirs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -152,7 +140,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		}
 		pr.Placeholders = append(pr.Placeholders, ph...)
 	}
-	s.HomeReadOnly = append(s.HomeReadOnly, Bind{Src: filepath.Join(rt, rtGitconfig), Dst: filepath.Join(home, ".gitconfig")})
+	s.HomeReadOnly = append(s.HomeReadOnly, Bind{Dst: filepath.Join(home, ".gitconfig"), Data: Gitconfig(home, l.Config.Forge)})
 	vendor := SystemRoot + p.Binary
 	if p.HomeBinary != "" {
 		s.HomeReadOnly = append(s.HomeReadOnly, Bind{Src: vendor, Dst: filepath.Join(home, p.HomeBinary)})
@@ -170,7 +158,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	}
 
 	for _, rel := range agent.WorkspaceReadOnly() {
-		b, ph, err := readOnlyBind(filepath.Join(ws, rel), rt, hostBound, nil)
+		b, ph, err := readOnlyBind(filepath.Join(ws, rel), hostBound, nil)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -210,38 +198,28 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	for _, w := range p.Watched {
 		pr.Watched = append(pr.Watched, filepath.Join(home, w))
 	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git")); errors.Is(err, fs.ErrNotExist) {
+		pr.NewRepo = ws
+	}
 
 	mode := l.Egress
 	switch mode {
 	case "":
-		mode = egress.ModeOff
-	case egress.ModeOff:
-	case egress.ModePublic, egress.ModeAllowlist:
-		if l.EgressDir == "" {
-			return nil, nil, fmt.Errorf("egress %q needs the proxy's runtime directory, and none was given", mode)
+		mode = policy.ModeOff
+	case policy.ModeOff:
+	case policy.ModePublic, policy.ModeAllowlist:
+		if l.EgressSocket == "" {
+			return nil, nil, fmt.Errorf("egress %q needs the proxy's socket, and none was given", mode)
 		}
-		s.EgressDir = l.EgressDir
+		s.EgressSocket = l.EgressSocket
 	default:
 		return nil, nil, fmt.Errorf("egress %q is not one of public, allowlist, off (fix: correct egress in %s)", mode, ConfigPath)
 	}
 	s.UnshareNet = true
-	direct := l.Direct && mode == egress.ModeOff
-	marker, err := markerJSON(&Marker{Schema: MarkerSchema, Agent: p.Name, Session: l.Session, Workspace: ws, Egress: mode})
-	if err != nil {
+	direct := l.Direct && mode == policy.ModeOff
+	if s.Marker, err = markerJSON(&Marker{Schema: MarkerSchema, Agent: p.Name, Session: l.Session, Workspace: ws, Egress: mode}); err != nil {
 		return nil, nil, err
 	}
-	pr.Files = []RuntimeFile{
-		{Name: rtMarker, Data: marker, Mode: 0o444},
-		{Name: rtGitconfig, Data: Gitconfig(home, l.Config.Forge), Mode: 0o444},
-	}
-	if len(pr.Placeholders) > 0 {
-		// The stand-ins bound over placeholders.
-		pr.Files = append(pr.Files,
-			RuntimeFile{Name: rtEmpty, Mode: 0o444},
-			RuntimeFile{Name: rtEmptyJSON, Data: []byte("{}\n"), Mode: 0o444},
-			RuntimeFile{Name: rtEmptyDir, Mode: fs.ModeDir | 0o555})
-	}
-	s.Marker = filepath.Join(rt, rtMarker)
 
 	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}
 	if direct {
@@ -348,8 +326,9 @@ func under(p string, dirs []string) bool {
 // readOnlyBind re-binds an existing command-bearing file or directory
 // read-only. A missing one whose parent directory exists on a host-bound
 // tree gets a placeholder (so that it cannot be created in the session)
-// with an empty stand-in bound over it.
-func readOnlyBind(p, rt string, hostBound, willExist []string) (*Bind, []Placeholder, error) {
+// with an empty stand-in over it: an empty read-only directory for hooks,
+// "{}" for a JSON file, else an empty file.
+func readOnlyBind(p string, hostBound, willExist []string) (*Bind, []Placeholder, error) {
 	fi, err := os.Lstat(p)
 	switch {
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
@@ -373,14 +352,11 @@ func readOnlyBind(p, rt string, hostBound, willExist []string) (*Bind, []Placeho
 		return nil, nil, nil
 	}
 	dir := filepath.Base(p) == "hooks"
-	src := filepath.Join(rt, rtEmpty)
-	switch {
-	case dir:
-		src = filepath.Join(rt, rtEmptyDir)
-	case strings.HasSuffix(p, ".json"):
-		src = filepath.Join(rt, rtEmptyJSON)
+	b := &Bind{Dst: p, EmptyDir: dir, Data: []byte{}}
+	if !dir && strings.HasSuffix(p, ".json") {
+		b.Data = []byte("{}\n")
 	}
-	return &Bind{Src: src, Dst: p}, []Placeholder{{Path: p, Dir: dir}}, nil
+	return b, []Placeholder{{Path: p, Dir: dir}}, nil
 }
 
 // privateDirs are the host's socket-bearing directories, each given an

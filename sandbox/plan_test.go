@@ -37,14 +37,14 @@ func TestWorkspaceRefusals(t *testing.T) {
 		{cwd: f.ws, cfg: Config{AllowWrite: []string{filepath.Dir(f.home)}}, want: "refusing the allow_write entry"},
 		{cwd: f.ws, cfg: Config{AllowWrite: []string{"/etc/cco"}}, want: "remove it from allow_write"},
 	} {
-		_, _, err := Plan(&Launch{Profile: p, Config: &tc.cfg, Home: f.home, Cwd: tc.cwd, RuntimeDir: f.rt})
+		_, _, err := Plan(&Launch{Profile: p, Config: &tc.cfg, Home: f.home, Cwd: tc.cwd})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "fix") {
 			t.Errorf("cwd %s cfg %+v: error %v, want %q with a fix", tc.cwd, tc.cfg, err, tc.want)
 		}
 	}
 	// A subdirectory of workspace_root is fine, and the root is the workspace.
 	must(t, os.MkdirAll(f.ws+"/sub", 0o700))
-	s, _, err := Plan(&Launch{Profile: p, Config: &Config{WorkspaceRoot: f.ws}, Home: f.home, Cwd: f.ws + "/sub", RuntimeDir: f.rt})
+	s, _, err := Plan(&Launch{Profile: p, Config: &Config{WorkspaceRoot: f.ws}, Home: f.home, Cwd: f.ws + "/sub"})
 	if err != nil || s.Workspace != f.ws || s.Chdir != f.ws+"/sub" {
 		t.Fatalf("workspace_root: %v %+v", err, s)
 	}

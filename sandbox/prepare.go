@@ -47,13 +47,18 @@ type Session struct {
 	home    string
 	rec     record
 	recPath string
-	watched map[string]map[string]string
+	// recorded: the launch has a record, and so something to undo.
+	recorded bool
+	watched  map[string]map[string]string
+	newRepo  string
 }
 
-// Prepare does the host-side work of a Prep before bwrap starts: it removes
-// what dead launches left behind, writes the runtime files, creates the
-// login directories, carries state files over, creates and records the
-// placeholders, and snapshots the watched state files.
+// Prepare does the host-side work of a Prep before bwrap starts: it takes
+// over what dead launches left behind, creates the login directories,
+// carries state files over, creates and records the placeholders, and
+// snapshots the watched state files. runtime, when not "", is the session's
+// runtime directory (the egress proxy's), recorded so that it goes even if
+// the launcher is killed.
 func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 	s := &Session{home: home}
 	s.rec = record{PID: os.Getpid(), Start: procStart(os.Getpid()), Runtime: runtime}
@@ -61,18 +66,6 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 	// launch's plan may already rely on them (it saw them as existing
 	// files); they go when this session, or the last one live, ends.
 	s.rec.Placeholders = adoptStale(home)
-	for _, f := range pr.Files {
-		p := filepath.Join(runtime, f.Name)
-		if f.Mode.IsDir() {
-			if err := os.Mkdir(p, f.Mode.Perm()); err != nil {
-				return nil, fmt.Errorf("creating %s: %w", p, err)
-			}
-			continue
-		}
-		if err := os.WriteFile(p, f.Data, f.Mode.Perm()); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", p, err)
-		}
-	}
 	for _, d := range pr.LoginDirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("creating the login directory %s: %w", d, err)
@@ -92,6 +85,13 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 	for _, ph := range pr.Placeholders {
 		s.rec.Placeholders = append(s.rec.Placeholders, placeholder{Path: ph.Path, Dir: ph.Dir})
 	}
+	// A launch that Register did not record, with no placeholder and no
+	// runtime directory, has nothing to undo: it writes no record.
+	if _, err := os.Lstat(s.recPath); err != nil && len(s.rec.Placeholders) == 0 && runtime == "" {
+		s.watch(pr)
+		return s, nil
+	}
+	s.recorded = true
 	// The record goes first: a crash between it and the placeholders
 	// leaves nothing unrecorded.
 	if err := s.writeRecord(); err != nil {
@@ -110,13 +110,19 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 			return nil, err
 		}
 	}
+	s.watch(pr)
+	return s, nil
+}
+
+// watch snapshots the watched state files.
+func (s *Session) watch(pr *Prep) {
+	s.newRepo = pr.NewRepo
 	if len(pr.Watched) > 0 {
 		s.watched = map[string]map[string]string{}
 		for _, w := range pr.Watched {
 			s.watched[w] = CommandEntries(w)
 		}
 	}
-	return s, nil
 }
 
 func (s *Session) writeRecord() error {
@@ -157,10 +163,17 @@ func LockRegistry(home string) (func(), error) {
 // another session in the same home that ends meanwhile leaves the mount-point
 // placeholders this one is about to bind in place. Prepare completes the
 // record.
+//
+// A home without any record has no placeholder to protect (each is
+// recorded before it is made), so then nothing is written: the common
+// launch leaves no trace on the disk. The caller holds LockRegistry.
 func Register(home string) error {
 	dir := registryDir(home)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if len(recordNames(dir)) == 0 {
+		return nil
 	}
 	rec := record{PID: os.Getpid(), Start: procStart(os.Getpid())}
 	b, _ := json.Marshal(&rec)
@@ -176,6 +189,9 @@ func Register(home string) error {
 // sessions left). While another session lives, placeholders stay: it may
 // have bound them; the last session out, or the next launch, removes them.
 func (s *Session) Finish() {
+	if !s.recorded {
+		return
+	}
 	unlock, err := LockRegistry(s.home)
 	if err == nil {
 		defer unlock()
@@ -186,7 +202,7 @@ func (s *Session) Finish() {
 // finish is Finish for a caller that holds the registry lock.
 func (s *Session) finish() {
 	if othersLive(s.home, s.rec.PID) {
-		if s.rec.Runtime != "" && strings.Contains(filepath.Base(s.rec.Runtime), "cco-jail-") {
+		if ownRuntime(s.rec.Runtime) {
 			os.RemoveAll(s.rec.Runtime)
 		}
 		s.rec.Runtime = ""
@@ -217,6 +233,21 @@ type recordFile struct {
 	rec  record
 }
 
+// recordNames lists the registry's records (<pid>.json).
+func recordNames(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".json") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
 // records reads the registry; unreadable entries are dropped from it.
 func records(home string) []recordFile {
 	dir := registryDir(home)
@@ -226,6 +257,11 @@ func records(home string) []recordFile {
 	}
 	var out []recordFile
 	for _, e := range ents {
+		// Records are <pid>.json; anything else (the .lock that
+		// LockRegistry holds) is not one, and must never be removed.
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
 		p := filepath.Join(dir, e.Name())
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -253,10 +289,11 @@ func listed(home, path string, dev, ino uint64) bool {
 	return false
 }
 
-// Added lists the command-bearing entries the session added or changed in
-// the watched state files, one line each.
+// Added lists, one line each, the command-bearing entries the session added
+// or changed in the watched state files, and what git would run from a
+// repository the session made in a workspace that had none.
 func (s *Session) Added() []string {
-	var out []string
+	out := GitCommands(s.newRepo)
 	for path, before := range s.watched {
 		after := CommandEntries(path)
 		for k, v := range after {
@@ -287,7 +324,7 @@ func undo(r *record) {
 			os.Remove(ph.Path)
 		}
 	}
-	if r.Runtime != "" && strings.Contains(filepath.Base(r.Runtime), "cco-jail-") {
+	if ownRuntime(r.Runtime) {
 		os.RemoveAll(r.Runtime)
 	}
 }
@@ -342,7 +379,7 @@ func adoptStale(home string) []placeholder {
 				out = append(out, ph)
 			}
 		}
-		if r.rec.Runtime != "" && strings.Contains(filepath.Base(r.rec.Runtime), "cco-jail-") {
+		if ownRuntime(r.rec.Runtime) {
 			os.RemoveAll(r.rec.Runtime)
 		}
 		os.Remove(r.path)
@@ -367,7 +404,7 @@ func CleanStale(home string) {
 			continue
 		}
 		if anyLive {
-			if r.rec.Runtime != "" && strings.Contains(filepath.Base(r.rec.Runtime), "cco-jail-") {
+			if ownRuntime(r.rec.Runtime) {
 				os.RemoveAll(r.rec.Runtime)
 			}
 			continue
@@ -375,6 +412,14 @@ func CleanStale(home string) {
 		undo(&r.rec)
 		os.Remove(r.path)
 	}
+}
+
+// ownRuntime reports whether a recorded runtime directory is one a launch
+// made (the egress proxy's cco-egress-*, or an older launch's cco-jail-*),
+// so that a damaged record never makes a launch remove anything else.
+func ownRuntime(dir string) bool {
+	base := filepath.Base(dir)
+	return dir != "" && filepath.IsAbs(dir) && (strings.HasPrefix(base, "cco-egress-") || strings.HasPrefix(base, "cco-jail-"))
 }
 
 // procStart is a process's start time (field 22 of /proc/PID/stat), which
@@ -455,6 +500,54 @@ func CommandEntries(path string) map[string]string {
 	add("global", st.MCP)
 	for p, v := range st.Projects {
 		add("project "+p, v.MCP)
+	}
+	return out
+}
+
+// gitRunKeys are the git configuration keys whose values git runs (or that
+// point it at something it runs).
+var gitRunKeys = []string{"hookspath", "fsmonitor", "sshcommand", "editor", "pager", "askpass", "gpg.program",
+	"clean", "smudge", "process", "textconv", "command", "cmd", "helper", "proxy", "receivepack", "uploadpack"}
+
+// GitCommands lists what git would run from dir/.git when dir had no
+// repository before the session: hooks (other than git's *.sample files) and
+// configuration keys that name commands. "" or no .git: nothing.
+func GitCommands(dir string) []string {
+	if dir == "" {
+		return nil
+	}
+	git := filepath.Join(dir, ".git")
+	if _, err := os.Lstat(git); err != nil {
+		return nil
+	}
+	var out []string
+	if ents, err := os.ReadDir(filepath.Join(git, "hooks")); err == nil {
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".sample") {
+				out = append(out, fmt.Sprintf("%s: a git hook, run by git on the host", filepath.Join(git, "hooks", e.Name())))
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(git, "config")); err == nil {
+		section := ""
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "[") {
+				section = strings.ToLower(strings.Trim(line, "[] "))
+				continue
+			}
+			key, _, ok := strings.Cut(line, "=")
+			if !ok {
+				continue
+			}
+			key = strings.ToLower(strings.TrimSpace(key))
+			for _, k := range gitRunKeys {
+				if key == k || section+"."+key == k {
+					out = append(out, fmt.Sprintf("%s: [%s] %s, run by git on the host", filepath.Join(git, "config"), section, line))
+					break
+				}
+			}
+		}
 	}
 	return out
 }

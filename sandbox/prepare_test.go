@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ func prep(t *testing.T, f *fixture, name string) (*Session, *Prep) {
 	p, _ := agent.Lookup(name)
 	rt, err := os.MkdirTemp(t.TempDir(), "cco-jail-")
 	must(t, err)
-	_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, RuntimeDir: rt})
+	_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
 	must(t, err)
 	s, err := Prepare(f.home, rt, pr)
 	must(t, err)
@@ -47,7 +48,7 @@ func TestPreparePlaceholdersAndFinish(t *testing.T) {
 			t.Errorf("%s left behind: %v", p, err)
 		}
 	}
-	if recs, _ := os.ReadDir(registryDir(f.home)); len(recs) != 0 {
+	if recs, _ := filepath.Glob(filepath.Join(registryDir(f.home), "*.json")); len(recs) != 0 {
 		t.Errorf("records left %v", recs)
 	}
 }
@@ -148,5 +149,99 @@ func TestAddedCommandEntries(t *testing.T) {
 	}
 	if strings.Contains(a, "old") || strings.Contains(a, "url") {
 		t.Errorf("Added() = %q reports an unchanged or command-less entry", a)
+	}
+}
+
+// TestRecordsKeepTheLock: reading the registry never removes the lock file
+// that serialises it (a removed lock lets two launches hold "the" lock on
+// different files).
+func TestRecordsKeepTheLock(t *testing.T) {
+	f := newFixture(t)
+	unlock, err := LockRegistry(f.home)
+	must(t, err)
+	defer unlock()
+	lock := filepath.Join(registryDir(f.home), ".lock")
+	before, err := os.Stat(lock)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(registryDir(f.home), "999999.json"), []byte("not json"), 0o600))
+	records(f.home)
+	after, err := os.Stat(lock)
+	if err != nil || !os.SameFile(before, after) {
+		t.Fatalf("the registry lock was removed or replaced: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(registryDir(f.home), "999999.json")); !os.IsNotExist(err) {
+		t.Errorf("a malformed record was kept: %v", err)
+	}
+}
+
+// TestQuietLaunchWritesNoRecord: with no record in the home and nothing to
+// make, a launch writes nothing to the registry; once another launch has a
+// record, the next one registers (its plan may bind that one's
+// placeholders).
+func TestQuietLaunchWritesNoRecord(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.WriteFile(f.ws+"/.claude/settings.local.json", []byte("{}"), 0o644))
+	unlock, err := LockRegistry(f.home)
+	must(t, err)
+	must(t, Register(f.home))
+	unlock()
+	p, _ := agent.Lookup("claude")
+	_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
+	must(t, err)
+	if len(pr.Placeholders) != 0 {
+		t.Fatalf("the fixture needs placeholders %v", pr.Placeholders)
+	}
+	s, err := Prepare(f.home, "", pr)
+	must(t, err)
+	if recs, _ := filepath.Glob(filepath.Join(registryDir(f.home), "*.json")); len(recs) != 0 {
+		t.Errorf("a quiet launch wrote records %v", recs)
+	}
+	s.Finish()
+	// Another launch's record (here a dead one's): registering is then due.
+	c := exec.Command("true")
+	must(t, c.Run())
+	dead := strconv.Itoa(c.Process.Pid)
+	other := filepath.Join(registryDir(f.home), dead+".json")
+	must(t, os.WriteFile(other, []byte(`{"pid":`+dead+`,"start":"1"}`), 0o600))
+	unlock, err = LockRegistry(f.home)
+	must(t, err)
+	must(t, Register(f.home))
+	unlock()
+	own := filepath.Join(registryDir(f.home), strconv.Itoa(os.Getpid())+".json")
+	if _, err := os.Stat(own); err != nil {
+		t.Errorf("with another record present, the launch did not register: %v", err)
+	}
+	s, err = Prepare(f.home, "", pr)
+	must(t, err)
+	s.Finish()
+	for _, r := range []string{own, other} {
+		if _, err := os.Stat(r); !os.IsNotExist(err) {
+			t.Errorf("%s outlived the session: %v", r, err)
+		}
+	}
+}
+
+func TestGitCommands(t *testing.T) {
+	dir := t.TempDir()
+	if got := GitCommands(dir); got != nil {
+		t.Errorf("no .git: %q", got)
+	}
+	must(t, os.MkdirAll(dir+"/.git/hooks", 0o755))
+	must(t, os.WriteFile(dir+"/.git/hooks/pre-push.sample", nil, 0o755))
+	must(t, os.WriteFile(dir+"/.git/hooks/pre-push", nil, 0o755))
+	must(t, os.WriteFile(dir+"/.git/config", []byte("[core]\n\tbare = false\n\thooksPath = /x\n[filter \"lfs\"]\n\tsmudge = /y %f\n[user]\n\tname = A\n"), 0o644))
+	got := strings.Join(GitCommands(dir), "\n")
+	for _, want := range []string{".git/hooks/pre-push: a git hook", "hooksPath = /x", `[filter "lfs"] smudge = /y %f`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"sample", "bare", "name"} {
+		if strings.Contains(got, not) {
+			t.Errorf("reports %q:\n%s", not, got)
+		}
+	}
+	if GitCommands("") != nil {
+		t.Error(`GitCommands("") reports something`)
 	}
 }

@@ -7,12 +7,23 @@ package sandbox
 
 import "strconv"
 
-// Bind is one bind mount: Src on the host at Dst inside the jail.
+// Bind is one bind mount: Src on the host at Dst inside the jail. A
+// read-only Bind without Src needs nothing on the host: with EmptyDir it is
+// an empty read-only directory (a tmpfs), otherwise a file holding Data,
+// which bwrap copies from a descriptor into memory of its own and binds
+// read-only (--ro-bind-data; see Spec.DataFD).
 type Bind struct {
 	Src, Dst string
 	// Try skips a missing source (bwrap's --bind-try).
 	Try bool
+	// Data is the content of a Bind without Src.
+	Data []byte
+	// EmptyDir makes a Bind without Src an empty read-only directory.
+	EmptyDir bool
 }
+
+// isData reports whether b is a file made from Data.
+func (b *Bind) isData() bool { return b.Src == "" && !b.EmptyDir }
 
 // MaskKind says how a path is hidden.
 type MaskKind int
@@ -44,6 +55,10 @@ type Spec struct {
 	// SeccompFD and StatusFD are the child's descriptors for bwrap's
 	// --seccomp and --json-status-fd; 0 leaves them out.
 	SeccompFD, StatusFD int
+	// DataFD is the descriptor of the first file made from data (the
+	// read-only Binds without Src, then the marker); the others follow
+	// it, in the order DataFiles lists their contents.
+	DataFD int
 	// Private are the directories given an empty tmpfs before anything is
 	// bound (/tmp, /run, ...), in order.
 	Private []string
@@ -68,12 +83,13 @@ type Spec struct {
 	// Scratch are writable tmpfs directories in the home (caches), made
 	// before the home's own tmpfs is remounted read-only.
 	Scratch []string
-	// EgressDir is the host's egress runtime directory, bound read-only at
-	// the fixed EgressDir inside: after the /tmp and /run tmpfs that would
-	// cover it. "" when no proxy runs.
-	EgressDir string
-	// Marker is the host file bound read-only at MarkerPath, last.
-	Marker string
+	// EgressSocket is the host path of the egress proxy's socket, bound
+	// read-only at the fixed EgressSocket inside: after the /tmp and /run
+	// tmpfs that would cover it. "" when no proxy runs.
+	EgressSocket string
+	// Marker is the jail marker's content, bound read-only at MarkerPath,
+	// last (from a descriptor: nothing of it is on the host).
+	Marker []byte
 	// Chdir is the working directory inside.
 	Chdir string
 	// Command is what bwrap runs.
@@ -115,13 +131,14 @@ func Argv(s *Spec) []string {
 	if s.Home != "" {
 		a = append(a, "--perms", "0700", "--tmpfs", s.Home)
 	}
-	a = binds(a, s.HomeBinds, "--bind", "--bind-try")
-	a = binds(a, s.HomeReadOnly, "--ro-bind", "--ro-bind-try")
-	a = binds(a, s.Writable, "--bind", "--bind-try")
+	fd := s.DataFD
+	a = binds(a, s.HomeBinds, "--bind", "--bind-try", &fd)
+	a = binds(a, s.HomeReadOnly, "--ro-bind", "--ro-bind-try", &fd)
+	a = binds(a, s.Writable, "--bind", "--bind-try", &fd)
 	if s.Workspace != "" {
 		a = append(a, "--bind", s.Workspace, s.Workspace)
 	}
-	a = binds(a, s.ReadOnly, "--ro-bind", "--ro-bind-try")
+	a = binds(a, s.ReadOnly, "--ro-bind", "--ro-bind-try", &fd)
 	for _, m := range s.Masks {
 		switch m.Kind {
 		case MaskFile:
@@ -140,11 +157,11 @@ func Argv(s *Spec) []string {
 		// nothing but the bound state and the scratch dirs is writable.
 		a = append(a, "--remount-ro", s.Home)
 	}
-	if s.EgressDir != "" {
-		a = append(a, "--ro-bind", s.EgressDir, EgressDir)
+	if s.EgressSocket != "" {
+		a = append(a, "--ro-bind", s.EgressSocket, EgressSocket)
 	}
-	if s.Marker != "" {
-		a = append(a, "--ro-bind", s.Marker, MarkerPath)
+	if s.Marker != nil {
+		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(fd), MarkerPath)
 	}
 	if s.Chdir != "" {
 		a = append(a, "--chdir", s.Chdir)
@@ -153,13 +170,39 @@ func Argv(s *Spec) []string {
 	return append(a, s.Command...)
 }
 
-func binds(a []string, bs []Bind, op, try string) []string {
-	for _, b := range bs {
-		if b.Try {
+// binds emits bs; *fd is the descriptor of the next data file.
+func binds(a []string, bs []Bind, op, try string, fd *int) []string {
+	for i := range bs {
+		b := &bs[i]
+		switch {
+		case b.EmptyDir && b.Src == "":
+			a = append(a, "--tmpfs", b.Dst, "--remount-ro", b.Dst)
+		case b.isData():
+			a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(*fd), b.Dst)
+			*fd++
+		case b.Try:
 			a = append(a, try, b.Src, b.Dst)
-		} else {
+		default:
 			a = append(a, op, b.Src, b.Dst)
 		}
 	}
 	return a
+}
+
+// DataFiles are the contents of the files made from data, in the order of
+// their descriptors from DataFD on: the launcher hands each to bwrap on its
+// descriptor.
+func DataFiles(s *Spec) [][]byte {
+	var out [][]byte
+	for _, list := range [][]Bind{s.HomeBinds, s.HomeReadOnly, s.Writable, s.ReadOnly} {
+		for i := range list {
+			if list[i].isData() {
+				out = append(out, list[i].Data)
+			}
+		}
+	}
+	if s.Marker != nil {
+		out = append(out, s.Marker)
+	}
+	return out
 }

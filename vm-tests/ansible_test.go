@@ -85,7 +85,7 @@ func TestAnsibleRoleChangedThenOK(t *testing.T) {
 			t.Errorf("first run: %q not changed (%v)", task, first)
 		}
 	}
-	assertProvisioned(t, m, b.Shadow)
+	assertProvisioned(t, m, b)
 	second := playbook(t, m, b.Deb, enter)
 	for task, c := range second {
 		if c {
@@ -99,5 +99,5 @@ func TestAnsibleRoleChangedThenOK(t *testing.T) {
 	if third := playbook(t, m, b.Deb, enter); !third["cco : Provision with cco-install"] {
 		t.Errorf("after removing /usr/local/bin/codex the role reported ok: %v", third)
 	}
-	assertProvisioned(t, m, b.Shadow)
+	assertProvisioned(t, m, b)
 }

@@ -33,7 +33,7 @@ func TestInstallProvisionRemove(t *testing.T) {
 	if first.Changed == 0 {
 		t.Fatalf("first run changed nothing: %+v", first)
 	}
-	assertProvisioned(t, m, b.Shadow)
+	assertProvisioned(t, m, b)
 	second := ccoInstall(t, m)
 	if second.Changed != 0 {
 		t.Errorf("second run changed %d steps: %+v", second.Changed, second.Steps)
@@ -41,9 +41,7 @@ func TestInstallProvisionRemove(t *testing.T) {
 	must(t, m, Root, "/", nil, "cco-install", "status", "--verify")
 
 	t.Run("agents as a user", func(t *testing.T) {
-		if standIn {
-			t.Skip("the packaged shadow is a stand-in (cmd/shadow does not compile)")
-		}
+		skipIfStandIn(t)
 		putFakeVendors(t, m)
 		must(t, m, dev, dev.Home, nil, "mkdir", "-p", "work")
 		for _, name := range []string{"claude", "codex"} {
@@ -62,7 +60,7 @@ func TestInstallProvisionRemove(t *testing.T) {
 
 	must(t, m, Root, "/", nil, "dpkg", "-r", "cco")
 	assertNotProvisioned(t, m)
-	for _, p := range []string{"/usr/bin/cco-install", "/usr/lib/cco/shadow"} {
+	for _, p := range []string{"/usr/bin/cco-install", "/usr/lib/cco/shadow", "/usr/lib/cco/egress-proxy"} {
 		if read(t, m, p) != nil {
 			t.Errorf("%s is still there after dpkg -r", p)
 		}
@@ -81,7 +79,7 @@ func TestUninstallThenRemove(t *testing.T) {
 	}
 	must(t, m, Root, "/", nil, "dpkg", "-i", "/tmp/cco.deb")
 	ccoInstall(t, m)
-	assertProvisioned(t, m, b.Shadow)
+	assertProvisioned(t, m, b)
 	ccoInstall(t, m, "--uninstall")
 	assertNotProvisioned(t, m)
 	must(t, m, Root, "/", nil, "dpkg", "-r", "cco")
@@ -105,7 +103,7 @@ func TestUpgradeRefreshesShadow(t *testing.T) {
 	}
 	must(t, m, Root, "/", nil, "dpkg", "-i", "/tmp/cco-"+oldVersion+".deb")
 	ccoInstall(t, m)
-	assertProvisioned(t, m, old.Shadow)
+	assertProvisioned(t, m, old)
 
 	r := must(t, m, Root, "/", nil, "dpkg", "-i", "/tmp/cco-"+newVersion+".deb")
 	if !strings.Contains(r.Stdout+r.Stderr, "refreshing the installed shadow") {
@@ -114,7 +112,7 @@ func TestUpgradeRefreshesShadow(t *testing.T) {
 	if got := must(t, m, Root, "/", nil, "dpkg-query", "-W", "-f", "${Version}", "cco").Stdout; got != newVersion {
 		t.Errorf("installed version %q", got)
 	}
-	assertProvisioned(t, m, cur.Shadow)
+	assertProvisioned(t, m, cur)
 	if rep := ccoInstall(t, m); rep.Changed != 0 {
 		t.Errorf("after the upgrade a run still changed %d steps: %+v", rep.Changed, rep.Steps)
 	}

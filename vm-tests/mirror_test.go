@@ -139,9 +139,7 @@ func status(rep report, id string) string {
 // second run changes nothing, --upgrade codex switches to the mirror's
 // newer release, and dpkg -r leaves the system as it was.
 func TestCodexFromLoopbackMirror(t *testing.T) {
-	if standIn {
-		t.Skip("the packaged shadow is a stand-in (cmd/shadow does not compile)")
-	}
+	skipIfStandIn(t)
 	b := packages(t)[newVersion]
 	m := boot(t)
 	dev, err := m.AddUser(ctxT(t), "dev")
@@ -198,9 +196,7 @@ func TestCodexFromLoopbackMirror(t *testing.T) {
 // take an installed vendor away; the next run against the mirror finds
 // nothing to do.
 func TestPackageUpgradeKeepsVendor(t *testing.T) {
-	if standIn {
-		t.Skip("the packaged shadow is a stand-in (cmd/shadow does not compile)")
-	}
+	skipIfStandIn(t)
 	bs := packages(t)
 	m := boot(t)
 	dev, err := m.AddUser(ctxT(t), "dev")
@@ -217,7 +213,7 @@ func TestPackageUpgradeKeepsVendor(t *testing.T) {
 	must(t, m, Root, "/", nil, "dpkg", "-i", "/tmp/cco-"+oldVersion+".deb")
 	installFromMirror(t, m)
 	must(t, m, Root, "/", nil, "dpkg", "-i", "/tmp/cco-"+newVersion+".deb")
-	assertProvisioned(t, m, bs[newVersion].Shadow)
+	assertProvisioned(t, m, bs[newVersion])
 	must(t, m, dev, dev.Home, nil, "mkdir", "-p", "work")
 	r := m.Exec(ctxT(t), dev, dev.Home+"/work", nil, "codex", "--hello")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "codex version 0.50.0") {

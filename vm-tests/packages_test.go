@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,11 +22,12 @@ const (
 	newVersion = "0.2.0"
 )
 
-// Build is one version's .deb and the shadow inside it.
+// Build is one version's .deb and the shadow and egress proxy inside it.
 type Build struct {
-	Version string
-	Deb     string
-	Shadow  []byte
+	Version     string
+	Deb         string
+	Shadow      []byte
+	EgressProxy []byte
 }
 
 var (
@@ -33,8 +35,25 @@ var (
 	builds    map[string]*Build
 	buildErr  error
 	buildDir  string
-	standIn   bool // the shadow did not compile; a stand-in is packaged
+	// standIns are the build ids (shadow, egress-proxy) that did not
+	// compile; the packages carry a stand-in for each.
+	standIns []string
 )
+
+// standInBuilds are the builds a scenario can run without: where one does
+// not compile, a stand-in script is packaged in its place.
+var standInBuilds = []string{"shadow", "egress-proxy"}
+
+// skipIfStandIn skips a scenario that launches an agent: with a stand-in
+// shadow or egress proxy packaged, no launch can work. It builds the
+// packages first, which is what finds the stand-ins.
+func skipIfStandIn(t *testing.T) {
+	t.Helper()
+	packages(t)
+	if len(standIns) > 0 {
+		t.Skipf("the packaged %s is a stand-in (does not compile)", strings.Join(standIns, " and "))
+	}
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -48,8 +67,8 @@ func TestMain(m *testing.M) {
 func repo() string { return envOr("CCO_VM_REPO", "..") }
 
 // packages builds both versions once per test binary with the release
-// settings of goreleaser.yaml, compiling cco-install and the shadow from
-// this checkout.
+// settings of goreleaser.yaml, compiling cco-install, the shadow and the
+// egress proxy from this checkout.
 func packages(t *testing.T) map[string]*Build {
 	t.Helper()
 	requireVM(t) // no compiling when the scenarios do not run
@@ -57,6 +76,11 @@ func packages(t *testing.T) map[string]*Build {
 		buildDir, buildErr = os.MkdirTemp("", "cco-vm-packages-")
 		if buildErr != nil {
 			return
+		}
+		for _, id := range standInBuilds {
+			if compiles("./cmd/"+id) != nil {
+				standIns = append(standIns, id)
+			}
 		}
 		builds = map[string]*Build{}
 		for _, v := range []string{oldVersion, newVersion} {
@@ -71,8 +95,8 @@ func packages(t *testing.T) map[string]*Build {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	if standIn {
-		t.Log("NOTE: cmd/shadow does not compile here; the packages carry a stand-in shadow")
+	for _, id := range standIns {
+		t.Logf("NOTE: cmd/%s does not compile here; the packages carry a stand-in %s", id, id)
 	}
 	return builds
 }
@@ -86,13 +110,15 @@ func buildVersion(v string) (*Build, error) {
 	}
 	o := &release.Options{Repo: repo(), Dist: filepath.Join(buildDir, v), Version: v,
 		Arches: []string{hostArch()}, Formats: []string{"deb"}, Epoch: time.Unix(1700000000, 0)}
-	if err := compiles(ctx, "./cmd/shadow"); err != nil {
-		standIn = true
-		p := filepath.Join(buildDir, "shadow-stand-in-"+v)
-		if err := os.WriteFile(p, []byte("#!/bin/sh\n# stand-in shadow "+v+"\necho \"stand-in shadow: $0\" >&2\nexit 126\n"), 0o755); err != nil {
+	for _, id := range standIns {
+		p := filepath.Join(buildDir, id+"-stand-in-"+v)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n# stand-in "+id+" "+v+"\necho \"stand-in "+id+": $0\" >&2\nexit 126\n"), 0o755); err != nil {
 			return nil, err
 		}
-		o.Prebuilt = map[string]string{"shadow": p}
+		if o.Prebuilt == nil {
+			o.Prebuilt = map[string]string{}
+		}
+		o.Prebuilt[id] = p
 	}
 	if _, err := release.BuildBinaries(ctx, f, o); err != nil {
 		return nil, err
@@ -110,13 +136,23 @@ func buildVersion(v string) (*Build, error) {
 	if b.Deb == "" {
 		return nil, fmt.Errorf("version %s: no deb among %v", v, arts)
 	}
-	if b.Shadow, err = os.ReadFile(filepath.Join(o.Dist, "shadow_linux_"+hostArch()+map[string]string{"amd64": "_v1", "arm64": "_v8.0"}[hostArch()], "shadow")); err != nil {
+	if b.Shadow, err = builtBinary(o, "shadow"); err != nil {
+		return nil, err
+	}
+	if b.EgressProxy, err = builtBinary(o, "egress-proxy"); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-func compiles(ctx context.Context, pkg string) error {
+// builtBinary reads a build's binary from goreleaser's dist layout.
+func builtBinary(o *release.Options, id string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(o.Dist, id+"_linux_"+hostArch()+map[string]string{"amd64": "_v1", "arm64": "_v8.0"}[hostArch()], id))
+}
+
+func compiles(pkg string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", os.DevNull, pkg)
 	cmd.Dir = repo()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

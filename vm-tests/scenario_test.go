@@ -102,18 +102,34 @@ func assertClean(t *testing.T, m *Machine, before []string) {
 	}
 }
 
-// installed are the files the provisioned machine must hold, all the
-// package's shadow.
-var installed = []string{"/usr/local/bin/claude", "/usr/local/bin/codex", "/usr/libexec/cco/sandbox-helper"}
+// installed are the files the provisioned machine must hold, each with the
+// bytes of the package's copy it comes from.
+var installed = []struct{ path, from string }{
+	{"/usr/local/bin/claude", "/usr/lib/cco/shadow"},
+	{"/usr/local/bin/codex", "/usr/lib/cco/shadow"},
+	{"/usr/libexec/cco/sandbox-helper", "/usr/lib/cco/shadow"},
+	{"/usr/libexec/cco/egress-proxy", "/usr/lib/cco/egress-proxy"},
+}
 
-func assertProvisioned(t *testing.T, m *Machine, shadow []byte) {
+// assertProvisioned checks that the package's copies are b's binaries and
+// that every installed file is executable and holds its copy's bytes.
+func assertProvisioned(t *testing.T, m *Machine, b *Build) {
 	t.Helper()
-	if got := read(t, m, "/usr/lib/cco/shadow"); !bytes.Equal(got, shadow) {
-		t.Errorf("/usr/lib/cco/shadow is not the package's shadow (%d bytes, want %d)", len(got), len(shadow))
+	packaged := map[string][]byte{"/usr/lib/cco/shadow": b.Shadow, "/usr/lib/cco/egress-proxy": b.EgressProxy}
+	for p, want := range packaged {
+		if got := read(t, m, p); !bytes.Equal(got, want) {
+			t.Errorf("%s is not the package's binary (%d bytes, want %d)", p, len(got), len(want))
+		}
 	}
-	for _, p := range installed {
-		if got := read(t, m, p); !bytes.Equal(got, shadow) {
-			t.Errorf("%s is not the package's shadow (%d bytes, want %d)", p, len(got), len(shadow))
+	for _, f := range installed {
+		if got, want := read(t, m, f.path), packaged[f.from]; !bytes.Equal(got, want) {
+			t.Errorf("%s is not the package's %s (%d bytes, want %d)", f.path, f.from, len(got), len(want))
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(m.Root, f.path)); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: mode %v, want 0755", f.path, fi.Mode().Perm())
 		}
 	}
 	if read(t, m, "/var/lib/cco/receipt.json") == nil {
@@ -123,10 +139,13 @@ func assertProvisioned(t *testing.T, m *Machine, shadow []byte) {
 
 func assertNotProvisioned(t *testing.T, m *Machine) {
 	t.Helper()
-	for _, p := range append(installed, "/var/lib/cco/receipt.json") {
-		if read(t, m, p) != nil {
-			t.Errorf("%s is present", p)
+	for _, f := range installed {
+		if read(t, m, f.path) != nil {
+			t.Errorf("%s is present", f.path)
 		}
+	}
+	if read(t, m, "/var/lib/cco/receipt.json") != nil {
+		t.Error("/var/lib/cco/receipt.json is present")
 	}
 }
 

@@ -36,6 +36,7 @@ var keys = []key{
 	{"image", "auto", "", "image build mode: auto (container markers), yes or no"},
 	{"shared_login_dir", "", "", "a directory (mounted into devcontainers) that holds the agents' login state"},
 	{"shadow_path", "", "shadow-path", "the shadow binary to install (default: shadow beside cco-install, else /usr/lib/cco/shadow)"},
+	{"egress_proxy_path", "", "egress-proxy-path", "the egress proxy binary to install (default: egress-proxy beside cco-install, else /usr/lib/cco/egress-proxy)"},
 	{"lock_timeout", "2m", "lock-timeout", "how long a run waits for another run's lock"},
 	{"progress", "auto", "progress", "download progress: auto, always or never"},
 	{"bundle", "", "bundle", "offline bundle to install from, instead of the network"},
@@ -68,7 +69,6 @@ type Config struct {
 
 	Agents      []string
 	Users       []string
-	ShadowPath  string
 	LockTimeout time.Duration
 	Progress    string
 	Bundle      string
@@ -206,7 +206,6 @@ func (c *Config) decode() error {
 		}
 	}
 	c.Users = c.List("users")
-	c.ShadowPath = c.String("shadow_path")
 	c.Bundle = c.String("bundle")
 	if c.LockTimeout, err = c.duration("lock_timeout"); err != nil {
 		return err

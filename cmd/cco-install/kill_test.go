@@ -12,16 +12,23 @@ import (
 	"time"
 )
 
+// fakeEgressProxy stands in for the egress proxy: its bytes are what is copied.
+var fakeEgressProxy = []byte("#!/bin/sh\necho egress-proxy\n")
+
 // installer runs the cco-install command (this test binary under that name)
-// against root with the given shadow source.
+// against root with the given shadow source and a stand-in egress proxy.
 func installer(t *testing.T, root, shadow string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	exe, err := exec.LookPath("cco-install")
 	if err != nil {
 		t.Fatalf("cco-install command not set up: %v", err)
 	}
+	proxy := filepath.Join(t.TempDir(), "egress-proxy")
+	if err := os.WriteFile(proxy, fakeEgressProxy, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(exe, append([]string{"--root", root, "--json"}, args...)...)
-	cmd.Env = append(os.Environ(), append([]string{"CCO_SHADOW_PATH=" + shadow, "CCO_IMAGE=no", "CCO_AGENTS="}, env...)...)
+	cmd.Env = append(os.Environ(), append([]string{"CCO_SHADOW_PATH=" + shadow, "CCO_EGRESS_PROXY_PATH=" + proxy, "CCO_IMAGE=no", "CCO_AGENTS="}, env...)...)
 	return cmd
 }
 

@@ -38,12 +38,18 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
-			// The shadow under test is any file: its bytes are what is copied.
+			// The shadow and the egress proxy under test are any files:
+			// their bytes are what is copied.
 			shadow := filepath.Join(env.WorkDir, "shadow-bin")
 			if err := os.WriteFile(shadow, []byte("#!/bin/sh\necho shadow\n"), 0o755); err != nil {
 				return err
 			}
 			env.Setenv("CCO_SHADOW_PATH", shadow)
+			proxy := filepath.Join(env.WorkDir, "egress-proxy-bin")
+			if err := os.WriteFile(proxy, fakeEgressProxy, 0o755); err != nil {
+				return err
+			}
+			env.Setenv("CCO_EGRESS_PROXY_PATH", proxy)
 			// The test machine may carry container markers (/.dockerenv):
 			// scenarios choose image mode explicitly.
 			env.Setenv("CCO_IMAGE", "no")

@@ -24,34 +24,59 @@ var knownAgents = []string{"claude", "codex"}
 
 // Installed paths of cco's own files.
 const (
-	BinDir     = "/usr/local/bin"
-	HelperPath = "/usr/libexec/cco/sandbox-helper"
-	// PackagedShadow is where the deb and rpm put the shadow binary.
-	PackagedShadow = "/usr/lib/cco/shadow"
+	BinDir          = "/usr/local/bin"
+	HelperPath      = "/usr/libexec/cco/sandbox-helper"
+	EgressProxyPath = sandbox.ProxyPath
+	// PackagedShadow and PackagedEgressProxy are where the deb and rpm put
+	// the two binaries cco-install copies into place.
+	PackagedShadow      = "/usr/lib/cco/shadow"
+	PackagedEgressProxy = "/usr/lib/cco/egress-proxy"
 )
 
-// shadowSource finds the shadow binary to install: the shadow_path key, else
-// "shadow" beside cco-install's own executable, else where the package puts
-// it. These are host paths: the installer's own files, not the target's.
-func shadowSource(cfg *Config) (path, why string, err error) {
-	if cfg.ShadowPath != "" {
-		if _, err := os.Stat(cfg.ShadowPath); err != nil {
-			return "", "", fmt.Errorf("shadow_path (from %s): %w", cfg.Source("shadow_path"), err)
+// binary is one of cco's programs that cco-install copies into place.
+type binary struct {
+	what     string // for messages: "shadow"
+	key      string // the configuration key that names it: "shadow_path"
+	name     string // its file name beside cco-install: "shadow"
+	packaged string // where the package puts it
+}
+
+var (
+	shadowBinary      = binary{"shadow", "shadow_path", "shadow", PackagedShadow}
+	egressProxyBinary = binary{"egress proxy", "egress_proxy_path", "egress-proxy", PackagedEgressProxy}
+)
+
+// source finds the binary to install and logs which it found: its key,
+// else b.name beside cco-install's own executable, else where the package
+// puts it. These are host paths: the installer's own files, not the target's.
+func (b binary) source(run *provision.Run, cfg *Config) (string, error) {
+	p, why, err := b.find(cfg)
+	if err != nil {
+		return "", err
+	}
+	run.Logf("%s binary: %s (%s)", b.what, p, why)
+	return p, nil
+}
+
+func (b binary) find(cfg *Config) (path, why string, err error) {
+	if p := cfg.String(b.key); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", "", fmt.Errorf("%s (from %s): %w", b.key, cfg.Source(b.key), err)
 		}
-		return cfg.ShadowPath, "shadow_path, from " + cfg.Source("shadow_path"), nil
+		return p, b.key + ", from " + cfg.Source(b.key), nil
 	}
 	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "shadow")
+		p := filepath.Join(filepath.Dir(exe), b.name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 			return p, "beside cco-install", nil
 		}
 	}
-	if _, err := os.Stat(PackagedShadow); err == nil {
-		return PackagedShadow, "the package's copy", nil
+	if _, err := os.Stat(b.packaged); err == nil {
+		return b.packaged, "the package's copy", nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", "", err
 	}
-	return "", "", fmt.Errorf("no shadow binary: not set by shadow_path, no 'shadow' beside cco-install, and no %s; build it (go build -o bin/ ./cmd/...) or set shadow_path", PackagedShadow)
+	return "", "", fmt.Errorf("no %s binary: not set by %s, no '%s' beside cco-install, and no %s; build it (go build -o bin/ ./cmd/...) or set %s", b.what, b.key, b.name, b.packaged, b.key)
 }
 
 // buildPlan is the ordered list of steps for this machine: the take-over
@@ -60,11 +85,14 @@ func shadowSource(cfg *Config) (path, why string, err error) {
 // interrupted or offline run has already put every agent's name behind the
 // shadow.
 func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, error) {
-	src, why, err := shadowSource(cfg)
+	src, err := shadowBinary.source(run, cfg)
 	if err != nil {
 		return nil, err
 	}
-	run.Logf("shadow binary: %s (%s)", src, why)
+	proxySrc, err := egressProxyBinary.source(run, cfg)
+	if err != nil {
+		return nil, err
+	}
 	image := o.image || cfg.String("image") == "yes" || cfg.String("image") == "auto" && inContainer()
 	if image {
 		provision.SetNoChown(true)
@@ -97,6 +125,15 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 			UID:        uid,
 			GID:        gid,
 			SourcePath: src,
+		},
+		&provision.File{
+			StepID:     "sandbox.egress_proxy",
+			StepName:   "install the egress proxy",
+			Path:       EgressProxyPath,
+			Mode:       0o755,
+			UID:        uid,
+			GID:        gid,
+			SourcePath: proxySrc,
 		},
 		&provision.File{
 			StepID:       "sandbox.config",

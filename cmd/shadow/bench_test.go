@@ -17,8 +17,9 @@ import (
 // launching a trivial fake agent (egress "public", the default: it starts
 // the policy proxy, and the in-jail helper starts the bridge) against bare
 // bwrap running that agent with the shadow's own argv (the same namespaces,
-// binds, masks, seccomp program, helper and bridge, against one proxy this
-// benchmark started once). The ratio shadow/bwrap is the metric to read;
+// binds, masks, seccomp program, data files, helper and bridge, against one
+// proxy this benchmark started once). Both sides' output goes to a pipe the
+// benchmark reads. The ratio shadow/bwrap is the metric to read;
 // the goal is <= 1.3. A second baseline is bwrap running the agent itself
 // with no network (what egress = "off" costs without a terminal).
 func BenchmarkLaunch(b *testing.B) {
@@ -27,7 +28,9 @@ func BenchmarkLaunch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(base)
+	// A cleanup, not a defer: it must run after the sessions' Finish,
+	// which the cleanups below register later and so run first.
+	b.Cleanup(func() { os.RemoveAll(base) })
 	home, ws := filepath.Join(base, "home"), filepath.Join(base, "ws")
 	for _, d := range []string{home + "/.claude", ws + "/.git/hooks"} {
 		os.MkdirAll(d, 0o755)
@@ -58,39 +61,32 @@ func BenchmarkLaunch(b *testing.B) {
 	defer h.Close()
 	plan := func(mode, dir string) *sandbox.Spec {
 		spec, prep, err := sandbox.Plan(&sandbox.Launch{Profile: p, Config: &sandbox.Config{}, Home: home, User: "root",
-			UID: os.Getuid(), Cwd: ws, Environ: env, RuntimeDir: rt, Session: "bench", Args: args, Direct: true,
-			Egress: mode, EgressDir: dir})
+			UID: os.Getuid(), Cwd: ws, Environ: env, Session: "bench", Args: args, Direct: true,
+			Egress: mode, EgressSocket: dir})
 		if err != nil {
 			b.Fatal(err)
 		}
-		sess, err := sandbox.Prepare(home, rt, prep)
+		sess, err := sandbox.Prepare(home, "", prep)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(sess.Finish)
-		spec.SeccompFD = 3
 		return spec
 	}
-	same := sandbox.Argv(plan(egress.ModePublic, h.Dir))
-	offDirect := sandbox.Argv(plan(egress.ModeOff, ""))
-	prog, _ := sandbox.SeccompBytes()
-	bwrap := func(argv []string) {
-		r, w, _ := os.Pipe()
-		w.Write(prog)
-		w.Close()
-		c := exec.Command("/usr/bin/bwrap", argv...)
-		c.ExtraFiles = []*os.File{r}
-		c.Dir = ws
-		if err := c.Run(); err != nil {
-			b.Fatalf("bwrap: %v", err)
+	same := newBareBwrap(b, plan(egress.ModePublic, h.SocketPath), ws)
+	offDirect := newBareBwrap(b, plan(egress.ModeOff, ""), ws)
+	bwrap := func(bb *bareBwrap) {
+		c, done := bb.cmd(b)
+		defer done()
+		if out, err := c.CombinedOutput(); err != nil {
+			b.Fatalf("bwrap: %v %s", err, out)
 		}
-		r.Close()
 	}
 	cfg := filepath.Join(root, "etc/cco/sandbox.toml")
 	defer os.Remove(cfg)
 	shadow := func() {
 		c := exec.Command(filepath.Join(root, "usr/local/bin/claude"), args...)
-		c.Env, c.Dir = env, ws
+		c.Env, c.Dir = append(env, os.Getenv("CCO_EXP_ENV")), ws
 		if out, err := c.CombinedOutput(); err != nil {
 			b.Fatalf("shadow: %v %s", err, out)
 		}

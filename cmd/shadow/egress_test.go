@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -180,16 +179,23 @@ func TestEgressFailsClosed(t *testing.T) {
 	os.Chmod(longTmp, 0o1777)
 	for _, tc := range []struct {
 		name, cfg, tmp string
-		want           []string
+		// proxy, when set, replaces the egress-proxy program ("" removes it).
+		proxy *string
+		want  []string
 	}{
-		{"bad port", "egress_ports = [0]\n", "", []string{"egress_ports", "sandbox.toml"}},
-		{"bad allow_ip", "allow_ip = [\"10.0.0.1/8\"]\n", "", []string{"allow_ip", "10.0.0.0/8"}},
-		{"audit log cannot open", "egress_log = \"/dev/null/egress.log\"\n", "", []string{"the egress proxy cannot start", "/dev/null"}},
-		{"socket path too long", "", longTmp, []string{"the egress proxy cannot start", "shorter runtime directory"}},
+		{"bad port", "egress_ports = [0]\n", "", nil, []string{"egress_ports", "sandbox.toml"}},
+		{"bad allow_ip", "allow_ip = [\"10.0.0.1/8\"]\n", "", nil, []string{"allow_ip", "10.0.0.0/8"}},
+		{"audit log cannot open", "egress_log = \"/dev/null/egress.log\"\n", "", nil, []string{"the egress proxy cannot start", "/dev/null"}},
+		{"socket path too long", "", longTmp, nil, []string{"the egress proxy cannot start", "shorter runtime directory"}},
+		{"proxy missing", "", "", ptr(""), []string{"egress proxy " + root + "/usr/libexec/cco/egress-proxy is missing", "fix: sudo cco-install"}},
+		{"proxy not executable", "", "", ptr("-"), []string{"egress proxy " + root + "/usr/libexec/cco/egress-proxy is missing or not executable"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.cfg != "" {
 				withConfig(t, root, tc.cfg)
+			}
+			if tc.proxy != nil {
+				withProxy(t, root, *tc.proxy)
 			}
 			w := newWorld(t, asNobody)
 			c := w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "probe", "root": root}))
@@ -212,11 +218,105 @@ func TestEgressFailsClosed(t *testing.T) {
 				t.Error("the agent ran: it wrote the workspace")
 			}
 			if tc.tmp != "" {
-				if ents, _ := os.ReadDir(tc.tmp); len(ents) != 0 {
-					t.Errorf("left behind in %s: %v", tc.tmp, ents)
+				// The user's socket directory stays, empty.
+				shared := "cco-" + strconv.Itoa(w.u.uid)
+				ents, _ := os.ReadDir(tc.tmp)
+				for _, e := range ents {
+					inside, _ := os.ReadDir(filepath.Join(tc.tmp, e.Name()))
+					if e.Name() != shared || len(inside) != 0 {
+						t.Errorf("left behind in %s: %s %v", tc.tmp, e.Name(), inside)
+					}
 				}
 			}
 		})
+	}
+}
+
+// TestEgressProxyFailingEndsSession: the proxy process starts with the
+// session's first connection; one that then cannot serve ends the session
+// (its socket refused the agent's connections meanwhile), exit 126 with the
+// reason.
+func TestEgressProxyFailingEndsSession(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	up, port := upstream(t)
+	withConfig(t, root, fmt.Sprintf("egress_ports = [%d]\n", port))
+	for _, tc := range []struct{ name, script, want string }{
+		{"exits before serving", "#!/bin/sh\necho dying >&2\nexit 3\n", "exited before serving"},
+		{"says why", "#!/bin/sh\necho 'error: the test proxy gives up'\nexit 1\n", "the test proxy gives up"},
+		{"says something else", "#!/bin/sh\necho listening\nexec sleep 30\n", `said "listening"`},
+		{"dies while serving", "#!/bin/sh\necho ready\nexit 0\n", "exited during the session"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withProxy(t, root, tc.script)
+			w := newWorld(t, asNobody)
+			start := time.Now()
+			r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "net", "upstream": up})))
+			if r.code != 126 || !strings.Contains(r.stderr, "cco: claude was stopped: ") || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("exit %d, want 126 saying %q\nstderr %s", r.code, tc.want, r.stderr)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the session lasted %v: the failing proxy did not end it", d)
+			}
+		})
+	}
+}
+
+// TestEgressProxyStartsOnFirstConnection: a session that never connects
+// never starts the proxy (its audit log is opened, and stays empty); one
+// that connects does.
+func TestEgressProxyStartsOnFirstConnection(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	// A proxy that leaves a trace of having been started, then serves.
+	mark := filepath.Join(t.TempDir(), "started")
+	withProxy(t, root, "#!/bin/sh\necho started >> "+mark+"\nexec "+filepath.Join(root, "usr/libexec/cco/egress-proxy.real")+" \"$@\"\n")
+	w := newWorld(t, asRoot)
+	if r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "exit"}))); r.code != 0 {
+		t.Fatalf("exit %d\nstderr %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("the proxy started for a session that made no connection")
+	}
+	if _, err := os.Stat(w.home + "/.local/state/cco/egress.log"); err != nil {
+		t.Errorf("the audit log was not opened before the jail: %v", err)
+	}
+	up, port := upstream(t)
+	withConfig(t, root, fmt.Sprintf("egress_ports = [%d]\n", port))
+	r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "net", "upstream": up})))
+	if r.code != 0 || r.report == nil {
+		t.Fatalf("exit %d\nstderr %s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(mark); string(b) != "started\n" {
+		t.Errorf("proxy starts %q, want one", b)
+	}
+	if r.report["via_proxy"] != "403" {
+		t.Errorf("via_proxy = %q, want the proxy's 403 for loopback", r.report["via_proxy"])
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// withProxy replaces the root's egress-proxy program with script (or
+// removes it, for ""; "-" leaves a file that is not executable) until the
+// test ends. The real one stays at egress-proxy.real.
+func withProxy(t *testing.T, root, script string) {
+	t.Helper()
+	p := filepath.Join(root, "usr/libexec/cco/egress-proxy")
+	if err := os.Rename(p, p+".real"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Rename(p+".real", p) })
+	switch script {
+	case "":
+	case "-":
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -228,8 +328,8 @@ func statUID(fi os.FileInfo) int {
 }
 
 // TestHelperRefusesWithoutBridge: a jail whose marker asks for a proxy but
-// whose bound egress directory holds no socket (a proxy that died before
-// the helper started) never runs the agent: the helper exits 126.
+// whose bound egress socket is no socket never runs the agent: the helper
+// exits 126.
 func TestHelperRefusesWithoutBridge(t *testing.T) {
 	root := systemRoot(t)
 	w := newWorld(t, asRoot)
@@ -238,30 +338,24 @@ func TestHelperRefusesWithoutBridge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(rt)
-	empty := filepath.Join(rt, "no-proxy")
-	os.Mkdir(empty, 0o700)
+	notSocket := filepath.Join(rt, "no-proxy")
+	os.WriteFile(notSocket, nil, 0o600)
 	sandbox.SystemRoot = root
 	defer func() { sandbox.SystemRoot = "" }()
 	p, _ := agent.Lookup("claude")
 	spec, prep, err := sandbox.Plan(&sandbox.Launch{Profile: p, Config: &sandbox.Config{}, Home: w.home, User: "root",
-		Cwd: w.ws, RuntimeDir: rt, Session: "t", Args: []string{"probe", params(map[string]any{"mode": "probe", "root": root})},
-		Direct: true, Egress: egress.ModePublic, EgressDir: empty})
+		Cwd: w.ws, Session: "t", Args: []string{"probe", params(map[string]any{"mode": "probe", "root": root})},
+		Direct: true, Egress: egress.ModePublic, EgressSocket: notSocket})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := sandbox.Prepare(w.home, rt, prep)
+	sess, err := sandbox.Prepare(w.home, "", prep)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.Finish()
-	prog, _ := sandbox.SeccompBytes()
-	sr, sw, _ := os.Pipe()
-	sw.Write(prog)
-	sw.Close()
-	defer sr.Close()
-	spec.SeccompFD = 3
-	c := exec.Command("/usr/bin/bwrap", sandbox.Argv(spec)...)
-	c.ExtraFiles, c.Dir = []*os.File{sr}, w.ws
+	c, done := newBareBwrap(t, spec, w.ws).cmd(t)
+	defer done()
 	r := runCmd(t, c)
 	if r.code != 126 || !strings.Contains(r.stderr, "not starting") || !strings.Contains(r.stderr, sandbox.EgressSocket) || r.stdout != "" {
 		t.Errorf("exit %d stdout %q stderr %q, want 126 naming %s and no agent", r.code, r.stdout, r.stderr, sandbox.EgressSocket)

@@ -12,7 +12,8 @@ import (
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/appserver"
-	"github.com/cco-dev/cco/sandbox/egress"
+	"github.com/cco-dev/cco/sandbox/egress/bridge"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/pty"
 )
 
@@ -50,16 +51,16 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitCannotRun
 		}
 		env, stay := os.Environ(), false
-		if m.Egress == egress.ModePublic || m.Egress == egress.ModeAllowlist {
+		if m.Egress == policy.ModePublic || m.Egress == policy.ModeAllowlist {
 			// The bridge lives in this process, which therefore stays the
 			// agent's parent for the whole session.
-			b, err := egress.StartBridge(context.Background(), sandbox.EgressSocket)
+			b, err := bridge.Start(context.Background(), sandbox.EgressSocket)
 			if err != nil {
 				fmt.Fprintf(stderr, "cco sandbox-helper: not starting %s: %v\n", rest[0], err)
 				return exitCannotRun
 			}
 			defer b.Close()
-			env, stay = append(env, egress.ProxyEnv(b.Addr)...), true
+			env, stay = append(env, bridge.ProxyEnv(b.Addr)...), true
 		}
 		return runAgent(m.Agent, rest, env, stay, stderr)
 	}

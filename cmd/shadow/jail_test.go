@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -150,7 +151,16 @@ func jailProperties(t *testing.T, root, name string, u runAs) {
 	want("13", "tioclinux", is("EPERM"), "EPERM")
 	want("13", "tcgets", is("ok"), "ok")
 	// 14
-	want("14", "int80", func(s string) bool { return strings.Contains(s, "bad system call") && !strings.Contains(s, "returned") }, "killed by SIGSYS")
+	if hostInt80(t, root) {
+		want("14", "int80", func(s string) bool { return strings.Contains(s, "bad system call") && !strings.Contains(s, "returned") }, "killed by SIGSYS")
+	} else {
+		// This kernel has no i386 entry (a PVM guest faults int 0x80 on the
+		// host too): the call dies before any filter, and the filter's i386
+		// half is proven in x/net/bpf's VM (sandbox TestSeccomp*).
+		want("14", "int80", func(s string) bool {
+			return !strings.Contains(s, "returned") && (strings.Contains(s, "bad system call") || strings.Contains(s, "segmentation violation"))
+		}, "killed (SIGSYS, or the kernel's SIGSEGV where it has no int 0x80 entry)")
+	}
 	want("14", "x32", is("EPERM"), "EPERM (refused by the filter, not ENOSYS from the kernel)")
 	// 15
 	want("15", "kill_host", is("ESRCH"), "ESRCH")
@@ -208,7 +218,7 @@ func noStrays(t *testing.T, w *world) {
 			t.Errorf("item 9: stray %s on the host", p)
 		}
 	}
-	if ents, _ := os.ReadDir(w.home + "/.local/state/cco/mounts"); len(ents) != 0 {
+	if ents, _ := filepath.Glob(w.home + "/.local/state/cco/mounts/*.json"); len(ents) != 0 {
 		t.Errorf("launch records left behind: %v", ents)
 	}
 }
@@ -244,4 +254,13 @@ func TestJailMissingProtectedPaths(t *testing.T) {
 			})
 		}
 	}
+}
+
+// hostInt80 tells whether this kernel runs an i386 int 0x80 system call at
+// all, by making one outside any jail (the fake agent reports "int80
+// returned" when it comes back).
+func hostInt80(t *testing.T, root string) bool {
+	t.Helper()
+	out, _ := exec.Command(filepath.Join(root, "bin/fakeagent"), "int80").CombinedOutput()
+	return strings.Contains(string(out), "int80 returned")
 }

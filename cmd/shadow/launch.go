@@ -3,10 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,27 +11,41 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/appserver"
-	"github.com/cco-dev/cco/sandbox/egress"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/pty"
+	"golang.org/x/sys/unix"
 )
 
 // launch starts the agent p in its jail and returns its exit status.
+//
+// Every launch waits for this function, so its order is chosen for speed:
+// the egress proxy's socket and audit log are made as soon as the policy is
+// known (the proxy process itself starts with the first connection), the
+// jail's own files are handed to bwrap as data (nothing is written for them
+// on the host), and nothing on the way to bwrap's start, or back from its
+// end, waits for another goroutine: on a small machine each such handoff
+// can cost a millisecond.
 func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	vendor := sandbox.SystemRoot + p.Binary
 	if _, err := sandbox.ProbeJail(); err == nil {
 		return nested(p, vendor, args, stderr)
 	}
-	cfg, err := sandbox.LoadConfig(sandbox.SystemRoot + sandbox.ConfigPath)
-	if err != nil {
+	cannot := func(err error) int {
 		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
 		return exitCannotRun
+	}
+	cfg, err := sandbox.LoadConfig(sandbox.SystemRoot + sandbox.ConfigPath)
+	if err != nil {
+		return cannot(err)
 	}
 	if fi, err := os.Stat(vendor); err != nil || fi.IsDir() {
 		fmt.Fprintf(stderr, "cco: the %s binary %s is missing (fix: sudo cco-install --upgrade %s)\n", p.Name, vendor, p.Upgrade)
@@ -42,26 +53,40 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	}
 	bwrap := sandbox.SystemRoot + sandbox.BwrapPath
 	if _, err := os.Stat(bwrap); err != nil {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: bubblewrap is not installed at %s (fix: sudo apt-get install bubblewrap, or sudo dnf install bubblewrap)\n", bwrap)
-		return exitCannotRun
+		return cannot(fmt.Errorf("bubblewrap is not installed at %s (fix: sudo apt-get install bubblewrap, or sudo dnf install bubblewrap)", bwrap))
 	}
 	home, name, err := invoker()
 	if err != nil {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
+		return cannot(err)
+	}
+	pol, err := sandbox.EgressPolicy(cfg, p.Name, home)
+	if err != nil {
+		return cannot(err)
+	}
+	session := sessionID()
+	var px *proxy
+	if pol.Mode == policy.ModeOff {
+		fmt.Fprint(stderr, policy.OffBanner())
+	} else if px, err = startProxy(pol, session); err != nil {
+		fmt.Fprintf(stderr, "cco: not starting %s: %v\n", p.Name, err)
 		return exitCannotRun
+	}
+	fail := func(err error) int {
+		if px != nil {
+			px.stop()
+		}
+		return cannot(err)
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: the current directory: %v\n", err)
-		return exitCannotRun
+		return fail(fmt.Errorf("the current directory: %w", err))
 	}
 	// Live before planning, and under the home's registry lock until the
 	// placeholders exist: a session ending meanwhile keeps the placeholders
 	// this one will bind.
 	unlock, err := sandbox.LockRegistry(home)
 	if err != nil {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
+		return fail(err)
 	}
 	locked := true
 	release := func() {
@@ -72,56 +97,32 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	}
 	defer release()
 	if err := sandbox.Register(home); err != nil {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
+		return fail(err)
 	}
-	pol, err := sandbox.EgressPolicy(cfg, p.Name, home)
-	if err != nil {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
+	egressSocket, runtimeDir := "", ""
+	if px != nil {
+		egressSocket, runtimeDir = px.Socket, px.Runtime
 	}
-	rt, err := os.MkdirTemp("", "cco-jail-")
-	if err != nil {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
-	}
-	session := sessionID()
-	host, err := startEgress(pol, session, rt, stderr)
-	if err != nil {
-		os.RemoveAll(rt)
-		fmt.Fprintf(stderr, "cco: not starting %s: %v\n", p.Name, err)
-		return exitCannotRun
-	}
-	// The shadow hosts the proxy for the whole session, and closes it on
-	// every path out.
-	egressDir := ""
-	if host != nil {
-		egressDir = host.Dir
-	}
-	direct := !needsHelper(p, args, cfg) && host == nil
+	direct := !needsHelper(p, args, cfg) && px == nil
 	spec, prep, err := sandbox.Plan(&sandbox.Launch{
 		Profile: p, Config: cfg, Home: home, User: name, UID: os.Getuid(), Cwd: cwd,
-		Environ: os.Environ(), RuntimeDir: rt, Session: session, Args: args, Direct: direct,
-		Egress: pol.Mode, EgressDir: egressDir,
+		Environ: os.Environ(), Session: session, Args: args, Direct: direct,
+		Egress: pol.Mode, EgressSocket: egressSocket,
 	})
 	if err != nil {
-		closeEgress(host)
-		os.RemoveAll(rt)
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
+		return fail(err)
 	}
-	sess, err := sandbox.Prepare(home, rt, prep)
+	sess, err := sandbox.Prepare(home, runtimeDir, prep)
 	if err != nil {
-		closeEgress(host)
-		os.RemoveAll(rt)
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
+		return fail(err)
 	}
 	release() // registered and prepared: ending sessions now leave our mount points alone
-	code := supervise(bwrap, spec, !direct, stderr)
-	closeEgress(host)
+	code := supervise(bwrap, spec, !direct, px, p.Name, stderr)
+	if px != nil {
+		px.stop()
+	}
 	for _, a := range sess.Added() {
-		fmt.Fprintf(stderr, "\ncco: WARNING: this session added a command that runs outside the jail at the next start:\n  %s\n  Remove it unless you added it yourself.\n", a)
+		fmt.Fprintf(stderr, "\ncco: WARNING: this session added a command that runs outside the jail:\n  %s\n  Remove it unless you added it yourself.\n", a)
 	}
 	sess.Finish()
 	return code
@@ -176,68 +177,60 @@ func invoker() (home, name string, err error) {
 	return home, name, nil
 }
 
-// startEgress starts the session's policy proxy on a unix socket in a fresh
-// private directory under rt, or, for egress = "off", announces that the
-// jail has no network and returns nil. Any failure is fatal to the launch:
-// an agent never starts without the proxy its policy asks for.
-func startEgress(pol egress.Policy, session, rt string, stderr io.Writer) (*egress.Host, error) {
-	if pol.Mode == egress.ModeOff {
-		fmt.Fprint(stderr, egress.OffBanner())
-		return nil, nil
-	}
-	// No log writer: the agent owns the terminal, and every refusal is in
-	// the audit log with its reason.
-	px, err := egress.NewProxy(pol, session, nil)
-	if err != nil {
-		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
-	}
-	h, err := egress.StartHost(context.Background(), px, rt)
-	if err != nil {
-		px.Close()
-		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
-	}
-	return h, nil
-}
-
-func closeEgress(h *egress.Host) {
-	if h != nil {
-		h.Close()
-	}
-}
-
+// sessionID names the session in the marker and the audit log: the
+// kernel's random bytes (crypto/rand's packages are not worth their start-up
+// time here); should that fail, the pid and the time still tell sessions
+// apart.
 func sessionID() string {
 	var b [8]byte
-	rand.Read(b[:])
+	if n, err := unix.Getrandom(b[:], 0); err != nil || n != len(b) {
+		return strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 16)
+	}
 	return hex.EncodeToString(b[:])
 }
 
 // supervise runs bwrap as a child, so that the shadow stays the jail's
 // parent: it forwards signals to the agent and returns its exit status.
-func supervise(bwrap string, spec *sandbox.Spec, helper bool, stderr io.Writer) int {
+//
+// A proxy that cannot serve ends the session (its socket refuses
+// connections meanwhile): bwrap is killed and the launch says why, 126.
+func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name string, stderr io.Writer) int {
+	cannot := func(err error) int {
+		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
+		return exitCannotRun
+	}
 	prog, err := sandbox.SeccompBytes()
 	if err != nil {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
+		return cannot(err)
 	}
-	secR, secW, err := os.Pipe()
-	if err != nil {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
-	}
-	// The program is a few hundred bytes: it fits the pipe's buffer.
-	secW.Write(prog)
-	secW.Close()
+	// Descriptors from 3: the seccomp program, the status pipe, then the
+	// jail's files made from data.
+	spec.SeccompFD, spec.StatusFD, spec.DataFD = 3, 4, 5
 	stR, stW, err := os.Pipe()
 	if err != nil {
-		secR.Close()
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
+		return cannot(err)
 	}
-	spec.SeccompFD, spec.StatusFD = 3, 4
-	cmd := &exec.Cmd{
-		Path: bwrap, Args: append([]string{bwrap}, sandbox.Argv(spec)...),
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		ExtraFiles: []*os.File{secR, stW},
+	defer stR.Close()
+	fds := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()}
+	var open []*os.File
+	closeOpen := func() {
+		for _, f := range open {
+			f.Close()
+		}
+	}
+	for i, d := range append([][]byte{prog}, sandbox.DataFiles(spec)...) {
+		r, err := dataPipe(d)
+		if err != nil {
+			closeOpen()
+			stW.Close()
+			return cannot(err)
+		}
+		open = append(open, r)
+		fds = append(fds, r.Fd())
+		if i == 0 {
+			open = append(open, stW)
+			fds = append(fds, stW.Fd()) // descriptor 4
+		}
 	}
 	// Ignored signals stay ignored across exec: a ^C from the terminal
 	// must reach the agent, not kill bwrap (whose death would SIGKILL the
@@ -245,19 +238,40 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, stderr io.Writer) 
 	if helper {
 		signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP)
-	err = cmd.Start()
-	secR.Close()
-	stW.Close()
+	// syscall.ForkExec, not os/exec: os/exec makes a throw-away child once
+	// per process to learn whether pidfds work, a process start that every
+	// launch would pay for; the shadow needs only the pid.
+	bwrapPID, err := syscall.ForkExec(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...),
+		&syscall.ProcAttr{Env: os.Environ(), Files: fds})
+	closeOpen()
 	if err != nil {
-		stR.Close()
-		fmt.Fprintf(stderr, "cco: cannot build the jail: starting %s: %v\n", bwrap, err)
-		return exitCannotRun
+		return cannot(fmt.Errorf("starting %s: %w", bwrap, err))
 	}
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT)
-	// Signals are forwarded from one goroutine; the main one learns the
-	// jail's pid and waits, so the launch path has no other handoff.
+	// What starts threads of its own (the runtime's signal loop, the
+	// proxy's watcher) starts now, while bwrap builds the jail: on a small
+	// machine every thread start before the fork is a delay of the launch.
+	// A signal in the moments before is the default's: the shadow dies,
+	// bwrap and the jail with it (--die-with-parent), and the next launch
+	// removes what it left.
+	//
+	// From here on the launcher mostly waits: one processor keeps its
+	// goroutines on one thread, where a thread start, or a wake-up across
+	// processors, costs about a millisecond on a small virtual machine.
+	// (Set after the fork, its stop-the-world is off the launch's path.)
+	runtime.GOMAXPROCS(1)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
+	if px != nil {
+		px.watch()
+	}
+	// One goroutine forwards signals and acts on a proxy that cannot
+	// serve (the session then ends); the main one learns the jail's pid
+	// and waits, and never waits for it: the launch's own path has no
+	// handoff.
+	var failed <-chan error
+	if px != nil {
+		failed = px.failed
+	}
 	child := make(chan int, 1)
 	stop := make(chan struct{})
 	go func() {
@@ -272,6 +286,9 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, stderr io.Writer) 
 					child <- pid
 				}
 				forward(pid, s.(syscall.Signal))
+			case <-failed:
+				syscall.Kill(bwrapPID, syscall.SIGKILL)
+				failed = nil
 			case <-stop:
 				return
 			}
@@ -279,11 +296,60 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, stderr io.Writer) 
 	}()
 	pid := readChildPID(stR)
 	child <- pid
-	err = cmd.Wait()
-	stR.Close()
-	signal.Stop(sigs)
+	ws, err := wait(bwrapPID)
+	// Signals stay caught until the process exits: one arriving during the
+	// clean-up must not cut it short.
 	close(stop)
-	return exitStatus(err, pid, bwrap, stderr)
+	var perr error
+	if px != nil {
+		perr = px.verdict()
+	}
+	if perr != nil {
+		fmt.Fprintf(stderr, "cco: %s was stopped: %v\n", name, perr)
+		return exitCannotRun
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cco: waiting for bwrap: %v\n", err)
+		return exitCannotRun
+	}
+	return exitStatus(ws, pid, bwrap, stderr)
+}
+
+// wait reaps pid. Where it can, it waits for the exit on a pidfd through
+// the runtime's poller, so that the launcher's thread is not held in a
+// blocking system call for the whole session (the runtime would start
+// another to stand in for it); otherwise it blocks in wait4.
+func wait(pid int) (syscall.WaitStatus, error) {
+	var ws syscall.WaitStatus
+	if fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK); err == nil {
+		f := os.NewFile(uintptr(fd), "pidfd")
+		defer f.Close()
+		reaped, werr := false, error(nil)
+		if rc, err := f.SyscallConn(); err == nil {
+			err = rc.Read(func(uintptr) bool {
+				for {
+					n, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+					if err == syscall.EINTR {
+						continue
+					}
+					if n == 0 && err == nil {
+						return false // still running: the poller says when it ends
+					}
+					reaped, werr = true, err
+					return true
+				}
+			})
+			if err == nil && reaped {
+				return ws, werr
+			}
+		}
+	}
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		if err != syscall.EINTR {
+			return ws, err
+		}
+	}
 }
 
 // readChildPID reads bwrap's --json-status-fd stream up to the child-pid
@@ -342,18 +408,11 @@ func inForeground() bool {
 
 // exitStatus is the agent's status as bwrap reports it; a jail that failed
 // before the agent started is diagnosed and refused with 126.
-func exitStatus(err error, childPID int, bwrap string, stderr io.Writer) int {
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		code = ee.ExitCode()
-	} else if err != nil {
-		fmt.Fprintf(stderr, "cco: waiting for bwrap: %v\n", err)
-		return exitCannotRun
+func exitStatus(ws syscall.WaitStatus, childPID int, bwrap string, stderr io.Writer) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
 	}
+	code := ws.ExitStatus()
 	if childPID == 0 && code != 0 {
 		fmt.Fprintf(stderr, "cco: cannot build the jail: %s\n", diagnose(bwrap))
 		return exitCannotRun
@@ -377,4 +436,40 @@ func diagnose(bwrap string) string {
 			" flags=(unconfined) { userns, }` and run sudo apparmor_parser -r /etc/apparmor.d/bwrap"
 	}
 	return "bwrap failed before the agent started (its message is above); fix that, or report it with the message"
+}
+
+// dataPipe is the read end of a pipe that holds data: bwrap reads it once it
+// runs. Up to PIPE_BUF bytes always fit in a pipe, so the write is done
+// here; more is written by a goroutine, which ends once bwrap has read it
+// or has gone (EPIPE). Plain system calls: these descriptors are only handed
+// on, never polled.
+func dataPipe(data []byte) (*os.File, error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("a pipe for the jail: %w", err)
+	}
+	r, w := os.NewFile(uintptr(p[0]), "jail-data"), p[1]
+	write := func() error {
+		defer syscall.Close(w)
+		for b := data; len(b) > 0; {
+			n, err := syscall.Write(w, b)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			b = b[n:]
+		}
+		return nil
+	}
+	if len(data) > 4096 {
+		go write()
+		return r, nil
+	}
+	if err := write(); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("a pipe for the jail: %w", err)
+	}
+	return r, nil
 }

@@ -44,8 +44,8 @@ func (w wrapM) Run() int {
 
 // shared is the system root every jail test uses: the shadow built with
 // its SystemRoot linked in (the production binary honours no variable for
-// it), installed as claude, codex and the helper, and the fake agent as
-// both vendor binaries. It lives under /var/tmp, because the jail's /tmp is
+// it), installed as claude, codex and the helper, the egress proxy, and the
+// fake agent as both vendor binaries. It lives under /var/tmp, because the jail's /tmp is
 // private and the helper must be visible inside.
 var shared struct {
 	once sync.Once
@@ -87,6 +87,10 @@ func buildRoot() (string, error) {
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return root, fmt.Errorf("building the shadow: %v\n%s", err, out)
+	}
+	proxy := filepath.Join(root, "usr/libexec/cco/egress-proxy")
+	if out, err := exec.Command(goTool(), "build", "-o", proxy, "../egress-proxy").CombinedOutput(); err != nil {
+		return root, fmt.Errorf("building the egress proxy: %v\n%s", err, out)
 	}
 	fake := filepath.Join(root, "bin/fakeagent")
 	if out, err := exec.Command(goTool(), "build", "-o", fake, "./testdata/fakeagent").CombinedOutput(); err != nil {
@@ -247,3 +251,51 @@ func readFile(t *testing.T, p string) string {
 }
 
 var _ = io.Discard
+
+// bareBwrap is bwrap running a Spec itself, with the descriptors the shadow
+// hands it: the seccomp program on 3, a status sink on 4 and the jail's data
+// files from 5.
+type bareBwrap struct {
+	argv  []string
+	files [][]byte // the contents of 3, then of 5 on
+	dir   string
+}
+
+func newBareBwrap(t testing.TB, spec *sandbox.Spec, dir string) *bareBwrap {
+	t.Helper()
+	prog, err := sandbox.SeccompBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.SeccompFD, spec.StatusFD, spec.DataFD = 3, 4, 5
+	return &bareBwrap{argv: sandbox.Argv(spec), files: append([][]byte{prog}, sandbox.DataFiles(spec)...), dir: dir}
+}
+
+// cmd is one run's command; done closes this side's descriptors after it.
+func (b *bareBwrap) cmd(t testing.TB) (c *exec.Cmd, done func()) {
+	t.Helper()
+	var files []*os.File
+	for i, d := range b.files {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(d)
+		w.Close()
+		files = append(files, r)
+		if i == 0 {
+			null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, null)
+		}
+	}
+	c = exec.Command("/usr/bin/bwrap", b.argv...)
+	c.ExtraFiles, c.Dir = files, b.dir
+	return c, func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+}

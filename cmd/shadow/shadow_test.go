@@ -77,6 +77,11 @@ func TestSigkillLeavesNothing(t *testing.T) {
 		if _, err := os.Lstat(w.ws2 + "/.git/hooks"); err != nil {
 			t.Fatalf("no placeholder while running: %v", err)
 		}
+		// The egress proxy's socket, in the user's socket directory.
+		sock := filepath.Join(os.TempDir(), "cco-"+strconv.Itoa(u.uid), strconv.Itoa(c.Process.Pid)+"-*.sock")
+		if m, _ := filepath.Glob(sock); len(m) != 1 {
+			t.Fatalf("the egress socket %s while running: %v", sock, m)
+		}
 		c.Process.Kill()
 		c.Wait()
 		deadline := time.Now().Add(3 * time.Second)
@@ -99,6 +104,9 @@ func TestSigkillLeavesNothing(t *testing.T) {
 			t.Fatalf("next launch: %d %s", r.code, r.stderr)
 		}
 		noStrays(t, w)
+		if m, _ := filepath.Glob(sock); len(m) != 0 {
+			t.Errorf("the killed shadow's egress socket outlived the next launch: %v", m)
+		}
 	}
 }
 
@@ -208,6 +216,31 @@ func TestPersistenceWarning(t *testing.T) {
 	r = runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "mcp"})))
 	if strings.Contains(r.stderr, "WARNING") {
 		t.Errorf("warned about an entry that was there before: %q", r.stderr)
+	}
+}
+
+// TestNewRepositoryWarning: a workspace without a .git cannot have its git
+// files re-bound; what a session's repository there would run through git
+// on the host is reported. A repository that was there is re-bound instead.
+func TestNewRepositoryWarning(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	w := newWorld(t, asNobody)
+	fresh := filepath.Join(w.base, "fresh")
+	os.Mkdir(fresh, 0o755)
+	os.Chown(fresh, w.u.uid, w.u.gid)
+	r := runCmd(t, w.cmd(root, "codex", fresh, "probe", params(map[string]any{"mode": "gitinit"})))
+	for _, want := range []string{"WARNING", fresh + "/.git/hooks/post-checkout", "fsmonitor = /tmp/evil"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d: stderr lacks %q:\n%s", r.code, want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "pre-commit.sample") {
+		t.Errorf("warned about git's own sample hook:\n%s", r.stderr)
+	}
+	r = runCmd(t, w.cmd(root, "codex", w.ws, "probe", params(map[string]any{"mode": "exit"})))
+	if strings.Contains(r.stderr, "WARNING") {
+		t.Errorf("warned in a workspace whose repository was there before: %s", r.stderr)
 	}
 }
 

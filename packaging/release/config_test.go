@@ -14,10 +14,13 @@ func TestRepoFileIsTheRelease(t *testing.T) {
 	if !contains(f.Env, "CGO_ENABLED=0") {
 		t.Errorf("env %v: want CGO_ENABLED=0", f.Env)
 	}
-	for _, id := range []string{"cco-install", "shadow"} {
+	for _, id := range []string{"cco-install", "shadow", "egress-proxy"} {
 		b, ok := f.BuildByID(id)
 		if !ok {
 			t.Fatalf("no build %q", id)
+		}
+		if b.Main != "./cmd/"+id || b.Binary != id {
+			t.Errorf("%s: main %q binary %q", id, b.Main, b.Binary)
 		}
 		if strings.Join(b.Goarch, ",") != "amd64,arm64" {
 			t.Errorf("%s goarch %v", id, b.Goarch)
@@ -41,6 +44,27 @@ func TestRepoFileIsTheRelease(t *testing.T) {
 	}
 	if strings.Join(n.IDs, ",") != "cco-install" {
 		t.Errorf("nfpm ids %v: only cco-install belongs in bindir", n.IDs)
+	}
+	// The shadow and the egress proxy are off PATH, where cco-install finds them.
+	for _, id := range []string{"shadow", "egress-proxy"} {
+		found := false
+		for _, c := range n.Contents {
+			if strings.HasPrefix(c.Src, "dist/"+id+"_") && strings.HasSuffix(c.Src, "/"+id) {
+				found = true
+				if c.Dst != "/usr/lib/cco/" || c.FileInfo.Mode != 0o755 {
+					t.Errorf("%s: dst %q mode %v, want /usr/lib/cco/ 0755", id, c.Dst, c.FileInfo.Mode)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("the packages lack the %s binary: %+v", id, n.Contents)
+		}
+	}
+	var archives []struct {
+		IDs []string `yaml:"ids"`
+	}
+	if err := f.Archives.Decode(&archives); err != nil || len(archives) != 1 || strings.Join(archives[0].IDs, ",") != "cco-install,shadow,egress-proxy" {
+		t.Errorf("archives %+v (%v): want one with every build", archives, err)
 	}
 	if n.Scripts.PostInstall != "packaging/postinstall.sh" || n.Scripts.PreRemove != "packaging/preremove.sh" {
 		t.Errorf("scripts %+v", n.Scripts)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +13,12 @@ import (
 	"github.com/cco-dev/cco/internal/testenv"
 )
 
-// standIns writes two small files in place of the binaries: packaging is
-// about where bytes go, not what they are.
+// standIns writes small files in place of the binaries: packaging is about
+// where bytes go, not what they are.
 func standIns(t *testing.T) map[string]string {
 	dir := t.TempDir()
 	m := map[string]string{}
-	for _, id := range []string{"cco-install", "shadow"} {
+	for _, id := range []string{"cco-install", "shadow", "egress-proxy"} {
 		p := filepath.Join(dir, id)
 		if err := os.WriteFile(p, []byte("#!/bin/sh\necho "+id+"\n"), 0o755); err != nil {
 			t.Fatal(err)
@@ -110,13 +111,20 @@ func TestDebLayout(t *testing.T) {
 		t.Errorf("control fields:\n%s", got)
 	}
 	list := run(t, "dpkg-deb", "--contents", deb)
-	for _, want := range []string{"-rwxr-xr-x root/root", "./usr/bin/cco-install", "./usr/lib/cco/shadow", "2023-11-14 22:13"} {
+	for _, want := range []string{"-rwxr-xr-x root/root", "./usr/bin/cco-install", "./usr/lib/cco/shadow", "./usr/lib/cco/egress-proxy", "2023-11-14 22:13"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("contents lack %q:\n%s", want, list)
 		}
 	}
-	if strings.Contains(list, "./usr/bin/shadow") {
-		t.Errorf("the shadow must not be on PATH:\n%s", list)
+	for _, p := range []string{"./usr/lib/cco/shadow", "./usr/lib/cco/egress-proxy"} {
+		if !regexp.MustCompile(`(?m)^-rwxr-xr-x root/root .* \Q` + p + `\E$`).MatchString(list) {
+			t.Errorf("%s is not -rwxr-xr-x root/root:\n%s", p, list)
+		}
+	}
+	for _, p := range []string{"./usr/bin/shadow", "./usr/bin/egress-proxy"} {
+		if strings.Contains(list, p) {
+			t.Errorf("%s: the shadow and the egress proxy must not be on PATH:\n%s", p, list)
+		}
 	}
 	ctl := t.TempDir()
 	run(t, "dpkg-deb", "--control", deb, ctl)
@@ -141,7 +149,7 @@ func TestRPMLayout(t *testing.T) {
 	if got := run(t, "rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH} %{BUILDHOST} %{BUILDTIME}\n", rpm); got != "cco 0.2.0 x86_64 cco-release 1700000000\n" {
 		t.Errorf("header: %q", got)
 	}
-	if got := run(t, "rpm", "-qpl", rpm); got != "/usr/bin/cco-install\n/usr/lib/cco/shadow\n/usr/share/doc/cco/README\n" {
+	if got := run(t, "rpm", "-qpl", rpm); got != "/usr/bin/cco-install\n/usr/lib/cco/egress-proxy\n/usr/lib/cco/shadow\n/usr/share/doc/cco/README\n" {
 		t.Errorf("files:\n%s", got)
 	}
 	if got := run(t, "rpm", "-qp", "--requires", rpm); !strings.HasPrefix(got, "bubblewrap\n") {

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,22 +56,18 @@ type AuditLog struct {
 // OpenAuditLog opens (creating it and its directory, mode 0700/0600) the
 // audit log at path for one session.
 func OpenAuditLog(path, session string) (*AuditLog, error) {
-	if !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("egress audit log %q: not an absolute path", path)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("egress audit log: creating %s: %w", filepath.Dir(path), err)
-	}
-	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	lock, f, err := policy.Policy{LogPath: path}.OpenLog()
 	if err != nil {
-		return nil, fmt.Errorf("egress audit log: opening %s.lock: %w", path, err)
-	}
-	a := &AuditLog{MaxBytes: DefaultAuditMaxBytes, Keep: DefaultAuditKeep, path: path, session: session, lock: lock}
-	if err := a.reopen(); err != nil {
-		lock.Close()
 		return nil, err
 	}
-	return a, nil
+	return AuditLogFromFiles(path, session, lock, f), nil
+}
+
+// AuditLogFromFiles is the audit log at path for one session, on files
+// already opened by policy.Policy.OpenLog (in the shadow, which hands them
+// to the proxy process).
+func AuditLogFromFiles(path, session string, lock, log *os.File) *AuditLog {
+	return &AuditLog{MaxBytes: DefaultAuditMaxBytes, Keep: DefaultAuditKeep, path: path, session: session, lock: lock, f: log}
 }
 
 // Path is the file written to.
@@ -83,9 +78,9 @@ func (a *AuditLog) reopen() error {
 		a.f.Close()
 		a.f = nil
 	}
-	f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, err := policy.OpenLogFile(a.path)
 	if err != nil {
-		return fmt.Errorf("egress audit log: opening %s: %w", a.path, err)
+		return err
 	}
 	a.f = f
 	return nil

@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"fmt"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"net"
 	"net/netip"
 	"slices"
@@ -36,8 +37,8 @@ func (p *Proxy) decide(target string) verdict {
 	}
 	v.port = port
 	pol := p.Policy
-	if !slices.Contains(pol.ports(), port) {
-		v.reason = fmt.Sprintf("port %d is not in egress_ports %v", port, pol.ports())
+	if !slices.Contains(pol.EffectivePorts(), port) {
+		v.reason = fmt.Sprintf("port %d is not in egress_ports %v", port, pol.EffectivePorts())
 		return v
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
@@ -52,7 +53,7 @@ func (p *Proxy) decide(target string) verdict {
 			v.addrs = []netip.Addr{a.Unmap()}
 			return v
 		}
-		if pol.mode() == ModeAllowlist {
+		if pol.EffectiveMode() == ModeAllowlist {
 			v.reason = fmt.Sprintf("address %s is not in allow_ip (egress = allowlist admits only names in egress_allow)", a)
 			return v
 		}
@@ -64,12 +65,12 @@ func (p *Proxy) decide(target string) verdict {
 		return v
 	}
 
-	if !validName(host) {
+	if !policy.ValidName(host) {
 		v.reason = fmt.Sprintf("%q is not a valid host name", host)
 		return v
 	}
-	exempt := matchRule(lower(pol.AllowHost), host)
-	if pol.mode() == ModeAllowlist && !exempt && !matchRule(lower(pol.Allow), host) {
+	exempt := policy.MatchRule(lower(pol.AllowHost), host)
+	if pol.EffectiveMode() == ModeAllowlist && !exempt && !policy.MatchRule(lower(pol.Allow), host) {
 		v.reason = fmt.Sprintf("%s is not in egress_allow", host)
 		return v
 	}
@@ -119,7 +120,7 @@ func lower(rules []string) []string {
 func (p *Proxy) inAllowIP(a netip.Addr) bool {
 	u := a.Unmap()
 	for _, pfx := range p.Policy.AllowIP {
-		if unmapPrefix(pfx).Contains(u) {
+		if policy.UnmapPrefix(pfx).Contains(u) {
 			return true
 		}
 	}

@@ -11,9 +11,6 @@ import (
 	"syscall"
 )
 
-// SocketName is the proxy's socket inside the runtime directory.
-const SocketName = "egress.sock"
-
 // maxSocketPath is the room in sockaddr_un.sun_path, less its NUL.
 const maxSocketPath = 107
 
@@ -40,7 +37,7 @@ func StartHost(ctx context.Context, p *Proxy, runtimeDir string) (*Host, error) 
 	if p == nil {
 		return nil, errors.New("egress: no proxy to start")
 	}
-	if err := p.Policy.validate(); err != nil {
+	if err := p.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("egress: not starting the proxy: %w", err)
 	}
 	if p.isClosed() {

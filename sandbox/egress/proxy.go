@@ -92,7 +92,7 @@ type Proxy struct {
 // addresses, and the audit log at pol.LogPath for this session, which the
 // Host closes when it stops. log gets one line per refusal (nil: none).
 func NewProxy(pol Policy, session string, log io.Writer) (*Proxy, error) {
-	if err := pol.validate(); err != nil {
+	if err := pol.Validate(); err != nil {
 		return nil, err
 	}
 	if pol.LogPath == "" {
@@ -105,13 +105,22 @@ func NewProxy(pol Policy, session string, log io.Writer) (*Proxy, error) {
 	return &Proxy{Policy: pol, Audit: a, Log: log, ownsAudit: true}, nil
 }
 
+// newProxyOn is NewProxy with an audit log already open; the Proxy owns it.
+func newProxyOn(pol Policy, a *AuditLog) (*Proxy, error) {
+	if err := pol.Validate(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return &Proxy{Policy: pol, Audit: a, ownsAudit: true}, nil
+}
+
 // ErrClosed is what Serve returns once Close was called.
 var ErrClosed = errors.New("egress proxy closed")
 
 // Serve accepts connections on l until l fails or Close is called. It
 // refuses to start on a policy that is off or invalid.
 func (p *Proxy) Serve(l net.Listener) error {
-	if err := p.Policy.validate(); err != nil {
+	if err := p.Policy.Validate(); err != nil {
 		return err
 	}
 	if !p.track(l) {

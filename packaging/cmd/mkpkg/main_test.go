@@ -11,7 +11,7 @@ import (
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	var pre []string
-	for _, id := range []string{"cco-install", "shadow"} {
+	for _, id := range []string{"cco-install", "shadow", "egress-proxy"} {
 		p := filepath.Join(dir, id)
 		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
 		pre = append(pre, "--prebuilt", id+"="+p)

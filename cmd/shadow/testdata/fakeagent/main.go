@@ -115,6 +115,13 @@ func main() {
 		st := os.Getenv("HOME") + "/.claude/.claude.json"
 		os.WriteFile(st, []byte(`{"mcpServers":{"planted":{"command":"/tmp/evil","args":["--now"]}}}`), 0o600)
 		return
+	case "gitinit":
+		// What a session's git init and a planted hook leave behind.
+		os.MkdirAll(".git/hooks", 0o755)
+		os.WriteFile(".git/hooks/pre-commit.sample", []byte("#!/bin/sh\n"), 0o755)
+		os.WriteFile(".git/hooks/post-checkout", []byte("#!/bin/sh\n/tmp/evil\n"), 0o755)
+		os.WriteFile(".git/config", []byte("[core]\n\tbare = false\n\tfsmonitor = /tmp/evil\n"), 0o644)
+		return
 	case "sleep":
 		os.WriteFile("started-"+p.Tag, []byte(strconv.Itoa(os.Getpid())), 0o644)
 		time.Sleep(time.Hour)

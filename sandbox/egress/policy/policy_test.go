@@ -1,4 +1,4 @@
-package egress
+package policy
 
 import (
 	"net/netip"
@@ -10,7 +10,7 @@ import (
 
 func TestParsePolicyDefaults(t *testing.T) {
 	for _, agent := range []string{"claude", "codex"} {
-		p, err := ParsePolicy(map[string]any{"workspace_root": "", "forge": []any{"github"}}, agent, "/home/u")
+		p, err := Parse(map[string]any{"workspace_root": "", "forge": []any{"github"}}, agent, "/home/u")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestDefaultAllow(t *testing.T) {
 }
 
 func TestParsePolicyValues(t *testing.T) {
-	p, err := ParsePolicy(map[string]any{
+	p, err := Parse(map[string]any{
 		"egress":       "allowlist",
 		"egress_allow": []any{"Example.COM.", "*.corp.example"},
 		"allow_host":   []string{"git.internal.example"},
@@ -84,7 +84,7 @@ func TestParsePolicyValues(t *testing.T) {
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got  %+v\nwant %+v", p, want)
 	}
-	p, err = ParsePolicy(map[string]any{"egress": "off", "egress_ports": []int{22}, "egress_log": "/var/log/x.log"}, "claude", "")
+	p, err = Parse(map[string]any{"egress": "off", "egress_ports": []int{22}, "egress_log": "/var/log/x.log"}, "claude", "")
 	if err != nil || p.Mode != ModeOff || !reflect.DeepEqual(p.Ports, []int{22}) || p.LogPath != "/var/log/x.log" {
 		t.Errorf("off: %+v, %v", p, err)
 	}
@@ -126,7 +126,7 @@ func TestParsePolicyErrors(t *testing.T) {
 		if agent == "claude-no-home" {
 			agent, home = "claude", ""
 		}
-		_, err := ParsePolicy(tc.keys, agent, home)
+		_, err := Parse(tc.keys, agent, home)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to contain %q", tc.keys, err, tc.want)
 		}
@@ -145,8 +145,8 @@ func TestMatchRule(t *testing.T) {
 		"wild.example.evil":   false,
 		"exact.example.other": false,
 	} {
-		if got := matchRule(rules, host); got != want {
-			t.Errorf("matchRule(%s) = %v, want %v", host, got, want)
+		if got := MatchRule(rules, host); got != want {
+			t.Errorf("MatchRule(%s) = %v, want %v", host, got, want)
 		}
 	}
 }
@@ -170,16 +170,16 @@ func TestOffBannerAndSummary(t *testing.T) {
 }
 
 func TestPolicyValidate(t *testing.T) {
-	if err := (Policy{Mode: ModeOff}).validate(); err == nil || !strings.Contains(err.Error(), "off") {
+	if err := (Policy{Mode: ModeOff}).Validate(); err == nil || !strings.Contains(err.Error(), "off") {
 		t.Errorf("off validated: %v", err)
 	}
-	if err := (Policy{Mode: "open"}).validate(); err == nil || !strings.Contains(err.Error(), `"open"`) {
+	if err := (Policy{Mode: "open"}).Validate(); err == nil || !strings.Contains(err.Error(), `"open"`) {
 		t.Errorf("bad mode validated: %v", err)
 	}
-	if err := (Policy{Ports: []int{0}}).validate(); err == nil {
+	if err := (Policy{Ports: []int{0}}).Validate(); err == nil {
 		t.Error("port 0 validated")
 	}
-	if err := (Policy{}).validate(); err != nil {
+	if err := (Policy{}).Validate(); err != nil {
 		t.Errorf("zero policy: %v", err)
 	}
 }

@@ -1,4 +1,9 @@
-package egress
+// Package bridge is the in-jail end of the egress path: a listener on
+// 127.0.0.1 that carries each connection to the egress proxy's unix socket,
+// and the proxy variables that point the agent at it. It links no HTTP
+// stack, so the in-jail helper starts fast; Relay also serves the proxy's
+// CONNECT tunnels.
+package bridge
 
 import (
 	"context"
@@ -28,10 +33,11 @@ type Bridge struct {
 	stop   chan struct{}
 }
 
-// StartBridge checks that the proxy answers on socketPath, listens on
+// Start checks that the proxy's socket is at socketPath, listens on
 // 127.0.0.1 (a free port) and returns once listening. Any failure is an
-// error: the agent must then not start.
-func StartBridge(ctx context.Context, socketPath string) (*Bridge, error) {
+// error: the agent must then not start. (A proxy that cannot serve ends the
+// session in the shadow, which owns the socket.)
+func Start(ctx context.Context, socketPath string) (*Bridge, error) {
 	fi, err := os.Stat(socketPath)
 	if err != nil {
 		return nil, fmt.Errorf("egress bridge: the proxy socket: %w (the launcher must bind the egress runtime directory into the jail)", err)
@@ -39,13 +45,9 @@ func StartBridge(ctx context.Context, socketPath string) (*Bridge, error) {
 	if fi.Mode()&os.ModeSocket == 0 {
 		return nil, fmt.Errorf("egress bridge: %s is not a unix socket (mode %v)", socketPath, fi.Mode())
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	probe, err := (&net.Dialer{}).DialContext(pctx, "unix", socketPath)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("egress bridge: the proxy does not answer on %s: %w", socketPath, err)
-	}
-	probe.Close()
+	// No probe connection: the shadow holds the socket listening for the
+	// whole session and starts the proxy behind it on the first
+	// connection, which a probe would make for nothing.
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp4", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("egress bridge: listening on 127.0.0.1: %w", err)
@@ -101,7 +103,7 @@ func (b *Bridge) accept() {
 				return
 			}
 			defer b.remove(u)
-			relay(c, u)
+			Relay(c, u)
 		}()
 	}
 }

@@ -1,4 +1,4 @@
-package egress
+package bridge
 
 import (
 	"io"
@@ -11,11 +11,11 @@ import (
 // touch it.
 var relayBuf = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
-// relay copies a->b and b->a until both directions are done, passing a
+// Relay copies a->b and b->a until both directions are done, passing a
 // half-close through (so that a client's shutdown(SHUT_WR) reaches the
 // upstream) and aborting both directions on an error in either. It returns
 // the bytes carried each way.
-func relay(a, b net.Conn) (aToB, bToA int64) {
+func Relay(a, b net.Conn) (aToB, bToA int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

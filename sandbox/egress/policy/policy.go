@@ -1,27 +1,22 @@
-// Package egress is the jail's network policy: a fail-closed, name-aware
-// proxy on the host side of a jail that runs with its own empty network
-// namespace (bwrap --unshare-net, only lo inside).
-//
-// The pieces, in the order a launch uses them:
-//   - ParsePolicy turns the sandbox.toml keys (egress, egress_allow,
-//     allow_host, allow_ip, egress_ports, egress_log) into a Policy;
-//   - StartHost runs a Proxy on a unix socket in a fresh mode-0700 runtime
-//     directory, which the launcher binds into the jail;
-//   - StartBridge, inside the jail, listens on 127.0.0.1 and carries each
-//     connection to that socket; ProxyEnv points the agent at it.
-//
-// The proxy resolves names itself, refuses every destination that is not
-// globally routable unicast (or is one of the host's own addresses) unless
-// allow_host/allow_ip punch a hole, and dials exactly the addresses it
-// checked. Every decision lands in the AuditLog.
-package egress
+// Package policy is the jail's network policy as sandbox.toml states it:
+// the modes, the shipped allowlists, the parsing and validation of the
+// egress keys, the rules the proxy matches with, and the audit log's files.
+// It is apart from the proxy (package egress, which needs net/http) so that
+// the shadow, which parses the policy at every launch, starts without
+// linking an HTTP stack; the egress-proxy process receives the parsed
+// Policy as JSON (Encode, Decode).
+package policy
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Policy modes (the sandbox.toml key egress).
@@ -46,7 +41,7 @@ type Policy struct {
 	LogPath string
 }
 
-// Keys are the sandbox.toml keys ParsePolicy reads; others are ignored.
+// Keys are the sandbox.toml keys Parse reads; others are ignored.
 var Keys = []string{"egress", "egress_allow", "allow_host", "allow_ip", "egress_ports", "egress_log"}
 
 // commonAllow is what every agent needs besides its vendor: package
@@ -82,13 +77,13 @@ func DefaultAllow(agent string) []string {
 	return append(slices.Clone(vendorAllow[agent]), commonAllow...)
 }
 
-// ParsePolicy builds a Policy from the top-level table of /etc/cco/sandbox.toml
+// Parse builds a Policy from the top-level table of /etc/cco/sandbox.toml
 // as any TOML decoder returns it (strings, int64 or int, and []any or typed
 // slices). agent picks the default allowlist; home expands egress_log's
 // default and a leading "~/". A bad value is an error naming the key and the
 // fix. egress_allow, when set, replaces the defaults; allow_host and allow_ip
 // add to whatever mode is in force.
-func ParsePolicy(keys map[string]any, agent, home string) (Policy, error) {
+func Parse(keys map[string]any, agent, home string) (Policy, error) {
 	if _, ok := vendorAllow[agent]; !ok {
 		return Policy{}, fmt.Errorf("egress: unknown agent %q (known: claude, codex)", agent)
 	}
@@ -185,7 +180,7 @@ func hostRules(key string, list []string) ([]string, error) {
 			return nil, fmt.Errorf("%s: %q is an address; put addresses in allow_ip", key, raw)
 		case strings.Contains(name, "*"):
 			return nil, fmt.Errorf("%s: %q: a wildcard is allowed only as a leading \"*.\"", key, raw)
-		case !validName(name):
+		case !ValidName(name):
 			return nil, fmt.Errorf("%s: %q is not a valid host name", key, raw)
 		case name != s && !strings.Contains(name, "."):
 			return nil, fmt.Errorf("%s: %q covers a whole top-level domain; name a registered domain (\"*.example.com\")", key, raw)
@@ -200,7 +195,8 @@ func isIPLiteral(s string) bool {
 	return err == nil
 }
 
-func validName(s string) bool {
+// ValidName reports whether s is a syntactically valid host name.
+func ValidName(s string) bool {
 	if len(s) > 253 {
 		return false
 	}
@@ -230,7 +226,7 @@ func parseAllowIP(s string) (netip.Prefix, error) {
 		if m := pfx.Masked(); m != pfx {
 			return netip.Prefix{}, fmt.Errorf("allow_ip: %q has host bits set; did you mean %s?", s, m)
 		}
-		return unmapPrefix(pfx), nil
+		return UnmapPrefix(pfx), nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
@@ -243,9 +239,9 @@ func parseAllowIP(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// unmapPrefix turns ::ffff:10.0.0.0/104 into 10.0.0.0/8, so that the hole
+// UnmapPrefix turns ::ffff:10.0.0.0/104 into 10.0.0.0/8, so that the hole
 // matches the unmapped addresses the proxy compares against.
-func unmapPrefix(p netip.Prefix) netip.Prefix {
+func UnmapPrefix(p netip.Prefix) netip.Prefix {
 	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
 		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 	}
@@ -315,9 +311,9 @@ func logPath(v any, home string) (string, error) {
 	return filepath.Clean(s), nil
 }
 
-// matchRule reports whether host (normalised) matches a rule: an exact name,
+// MatchRule reports whether host (normalised) matches a rule: an exact name,
 // or "*.suffix", which matches names below suffix but not suffix itself.
-func matchRule(rules []string, host string) bool {
+func MatchRule(rules []string, host string) bool {
 	for _, r := range rules {
 		if suffix, ok := strings.CutPrefix(r, "*."); ok {
 			if strings.HasSuffix(host, "."+suffix) {
@@ -343,44 +339,117 @@ func OffBanner() string {
 
 // Summary is the one-line description of a policy for status output.
 func (p Policy) Summary() string {
-	switch p.mode() {
+	switch p.EffectiveMode() {
 	case ModeOff:
 		return "egress off: no network in the jail"
 	case ModeAllowlist:
 		return fmt.Sprintf("egress allowlist: %d rules, %d allow_host, %d allow_ip, ports %v",
-			len(p.Allow), len(p.AllowHost), len(p.AllowIP), p.ports())
+			len(p.Allow), len(p.AllowHost), len(p.AllowIP), p.EffectivePorts())
 	}
 	return fmt.Sprintf("egress public: any globally routable destination, %d allow_host, %d allow_ip, ports %v",
-		len(p.AllowHost), len(p.AllowIP), p.ports())
+		len(p.AllowHost), len(p.AllowIP), p.EffectivePorts())
 }
 
-func (p Policy) mode() string {
+// EffectiveMode is Mode with the zero value read as public.
+func (p Policy) EffectiveMode() string {
 	if p.Mode == "" {
 		return ModePublic
 	}
 	return p.Mode
 }
 
-func (p Policy) ports() []int {
+// EffectivePorts is Ports with the zero value read as DefaultPorts.
+func (p Policy) EffectivePorts() []int {
 	if len(p.Ports) == 0 {
 		return DefaultPorts
 	}
 	return p.Ports
 }
 
-// validate checks a Policy built by hand (ParsePolicy's output always passes).
-func (p Policy) validate() error {
-	switch p.mode() {
+// Validate checks a Policy built by hand, or received from another
+// process (Parse's output always passes).
+func (p Policy) Validate() error {
+	switch p.EffectiveMode() {
 	case ModePublic, ModeAllowlist:
 	case ModeOff:
 		return fmt.Errorf("egress is off: the jail gets no network and no proxy runs")
 	default:
 		return fmt.Errorf("egress: mode %q is not one of public, allowlist, off", p.Mode)
 	}
-	for _, n := range p.ports() {
+	for _, n := range p.EffectivePorts() {
 		if n < 1 || n > 65535 {
 			return fmt.Errorf("egress_ports: %d is not a port (1-65535)", n)
 		}
 	}
 	return nil
+}
+
+// SocketName is the proxy's unix socket inside its runtime directory.
+const SocketName = "egress.sock"
+
+// Encode is the policy as the proxy process receives it: one line of JSON.
+func (p Policy) Encode() ([]byte, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the egress policy: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Decode reads a policy written by Encode and validates it: the proxy
+// enforces only a policy that could have come from Parse.
+func Decode(line []byte) (Policy, error) {
+	var p Policy
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return Policy{}, fmt.Errorf("decoding the egress policy: %w", err)
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	for _, list := range [][]string{p.Allow, p.AllowHost} {
+		for _, r := range list {
+			if !ValidName(strings.TrimPrefix(r, "*.")) {
+				return Policy{}, fmt.Errorf("decoding the egress policy: %q is not a host rule", r)
+			}
+		}
+	}
+	if !filepath.IsAbs(p.LogPath) {
+		return Policy{}, fmt.Errorf("decoding the egress policy: egress_log %q is not absolute", p.LogPath)
+	}
+	return p, nil
+}
+
+// OpenLog opens (creating them and their directory, modes 0700/0600) the
+// audit log at LogPath and its rotation lock, LogPath + ".lock". The shadow
+// opens them before the jail is built, so that a log that cannot be written
+// stops the launch, and hands both to the proxy process.
+func (p Policy) OpenLog() (lock, log *os.File, err error) {
+	path := p.LogPath
+	if !filepath.IsAbs(path) {
+		return nil, nil, fmt.Errorf("egress audit log %q: not an absolute path", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("egress audit log: creating %s: %w", filepath.Dir(path), err)
+	}
+	lock, err = os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("egress audit log: opening %s.lock: %w", path, err)
+	}
+	if log, err = OpenLogFile(path); err != nil {
+		lock.Close()
+		return nil, nil, err
+	}
+	return lock, log, nil
+}
+
+// OpenLogFile opens the audit log file itself for appending (again after a
+// rotation).
+func OpenLogFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("egress audit log: opening %s: %w", path, err)
+	}
+	return f, nil
 }

@@ -1,0 +1,353 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
+)
+
+// The egress-proxy process's side of the protocol (package egress,
+// ServeProcess, which the shadow does not link: its HTTP stack would cost
+// every launch its start-up time).
+const (
+	proxyReady       = "ready"
+	proxyErrorPrefix = "error: "
+)
+
+const (
+	// proxyStartTimeout bounds the wait for a started proxy's first word.
+	proxyStartTimeout = 15 * time.Second
+	// proxyStopGrace is how long a stopping proxy may take before it is
+	// killed (it bounds itself to a second).
+	proxyStopGrace = 3 * time.Second
+)
+
+// proxy is a session's egress proxy. The shadow opens the audit log and
+// creates the listening socket before the jail is built, so that whatever
+// can be wrong with them stops the launch; the egress-proxy process that
+// serves them starts when the first connection arrives (until then it
+// waits in the socket's backlog), so that a session that never uses the
+// network never pays for an HTTP stack's start-up, and the agent's own
+// start-up does not compete with it.
+type proxy struct {
+	// Socket is the listening socket's path, in a directory only this
+	// user can enter: the jail binds it at sandbox.EgressSocket.
+	Socket string
+	// Runtime, when not "", is a directory made for this session alone,
+	// removed with it (and by a later launch, should this one be killed).
+	Runtime string
+
+	prog, session string
+	pol           policy.Policy
+
+	failed  chan error    // why the proxy cannot serve (at most one value)
+	decided chan struct{} // closed once a started process served, or failed to
+	done    chan struct{} // closed when a started process is reaped
+
+	mu       sync.Mutex
+	ln       *os.File // the listening socket, non-blocking: the runtime's poller watches it
+	lock     *os.File // the audit log's rotation lock and the log:
+	log      *os.File // descriptors 3, 4 and 5 of the process
+	stopping bool
+	starting bool     // the first connection came: the process is (being) started
+	pid      int      // the process, once started
+	in       *os.File // its standard input: closing it stops the proxy
+	err      error    // the first failure
+}
+
+// startProxy checks the proxy program, opens the audit log and creates the
+// listening socket. Everything the user can get wrong fails here, before
+// the jail is built.
+func startProxy(pol policy.Policy, session string) (*proxy, error) {
+	prog := sandbox.SystemRoot + sandbox.ProxyPath
+	if fi, err := os.Stat(prog); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return nil, fmt.Errorf("the egress proxy %s is missing or not executable (fix: sudo cco-install)", prog)
+	}
+	lock, log, err := pol.OpenLog()
+	if err != nil {
+		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
+	}
+	dir, fresh, err := socketDir()
+	if err != nil {
+		lock.Close()
+		log.Close()
+		return nil, fmt.Errorf("the egress proxy cannot start: its runtime directory: %w", err)
+	}
+	p := &proxy{Socket: filepath.Join(dir, strconv.Itoa(os.Getpid())+"-"+session+".sock"), prog: prog, session: session,
+		pol: pol, lock: lock, log: log, failed: make(chan error, 1), decided: make(chan struct{}), done: make(chan struct{})}
+	if fresh {
+		p.Runtime = dir
+	}
+	if p.ln, err = listenUnix(p.Socket); err != nil {
+		lock.Close()
+		log.Close()
+		p.removeSocket()
+		return nil, err
+	}
+	return p, nil
+}
+
+// socketDir is where the proxy's socket goes: cco-<uid> in TMPDIR, private
+// to this user, made once and shared by the user's launches (those of dead
+// launches are removed here, so that a killed shadow leaves nothing for
+// long). Should that name be anything else, the launch gets a fresh
+// private directory of its own.
+func socketDir() (dir string, fresh bool, err error) {
+	dir = filepath.Join(os.TempDir(), "cco-"+strconv.Itoa(os.Geteuid()))
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.Mkdir(dir, 0o700); err == nil || errors.Is(err, fs.ErrExist) {
+			fi, err = os.Lstat(dir)
+		}
+	}
+	if err == nil && private(fi) {
+		sweep(dir)
+		return dir, false, nil
+	}
+	dir, err = os.MkdirTemp("", "cco-egress-")
+	return dir, true, err
+}
+
+// private reports whether fi is a real directory of this user's that no
+// one else may enter.
+func private(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.IsDir() && fi.Mode().Perm() == 0o700 && int(st.Uid) == os.Geteuid()
+}
+
+// sweep removes the sockets of launches that are gone (<pid>-<session>.sock).
+func sweep(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
+	for _, e := range ents {
+		pidPart, _, ok := strings.Cut(e.Name(), "-")
+		pid, err := strconv.Atoi(pidPart)
+		if !ok || err != nil || pid <= 0 || pid == self || !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func (p *proxy) removeSocket() {
+	if p.Runtime != "" {
+		os.RemoveAll(p.Runtime)
+	} else {
+		os.Remove(p.Socket)
+	}
+}
+
+// watch starts, in a goroutine, the process on the socket's first
+// connection, and reports a process that cannot serve, or that ends before
+// the session does. The launcher calls it once bwrap runs.
+func (p *proxy) watch() { go p.run() }
+
+func (p *proxy) run() {
+	rc, err := p.ln.SyscallConn()
+	if err == nil {
+		err = rc.Read(func(fd uintptr) bool {
+			// Readable means a connection waits; poll(0) only looks.
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, _ := unix.Poll(pfd, 0)
+			return n > 0
+		})
+	}
+	p.mu.Lock()
+	if p.stopping {
+		p.mu.Unlock()
+		return // the session ended without a connection
+	}
+	p.starting = true
+	if err != nil {
+		p.mu.Unlock()
+		p.fail(fmt.Errorf("the egress proxy cannot start: watching its socket: %w", err))
+		close(p.decided)
+		return
+	}
+	out, err := p.start()
+	p.mu.Unlock()
+	if err != nil {
+		p.fail(err)
+		close(p.decided)
+		return
+	}
+	defer close(p.done)
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		defer out.Close()
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	select {
+	case l, ok := <-lines:
+		switch {
+		case ok && l == proxyReady:
+		case ok && strings.HasPrefix(l, proxyErrorPrefix):
+			p.fail(errors.New("the egress proxy cannot start: " + strings.TrimPrefix(l, proxyErrorPrefix)))
+		case ok:
+			p.fail(fmt.Errorf("the egress proxy cannot start: it said %q instead of %q", l, proxyReady))
+		default:
+			p.fail(errors.New("the egress proxy cannot start: it exited before serving; its message, if any, is above"))
+		}
+	case <-time.After(proxyStartTimeout):
+		p.fail(fmt.Errorf("the egress proxy cannot start: it did not answer within %v", proxyStartTimeout))
+	}
+	close(p.decided)
+	// Whatever it says next is a failure; its end is one unless the
+	// session is ending.
+	for l := range lines {
+		if strings.HasPrefix(l, proxyErrorPrefix) {
+			p.fail(errors.New("the egress proxy failed: " + strings.TrimPrefix(l, proxyErrorPrefix)))
+		}
+	}
+	p.mu.Lock()
+	stopping := p.stopping
+	p.mu.Unlock()
+	if !stopping {
+		p.fail(errors.New("the egress proxy exited during the session"))
+		syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	wait(p.pid)
+}
+
+// start runs the process on the socket and the audit log and hands it the
+// policy; it returns the process's standard output. The caller holds p.mu.
+func (p *proxy) start() (*os.File, error) {
+	defer func() {
+		// The process has its own copies: once it is gone, connections
+		// are refused, never carried.
+		p.ln.Close()
+		p.lock.Close()
+		p.log.Close()
+	}()
+	// Encoded here, off the launch's path.
+	line, err := p.pol.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
+	}
+	pid, err := syscall.ForkExec(p.prog, []string{p.prog, p.session}, &syscall.ProcAttr{Env: os.Environ(),
+		Files: []uintptr{inR.Fd(), outW.Fd(), os.Stderr.Fd(), p.ln.Fd(), p.lock.Fd(), p.log.Fd()}})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("the egress proxy cannot start: %s: %w", p.prog, err)
+	}
+	p.pid, p.in = pid, inW
+	// The policy may be larger than a pipe holds: written while the
+	// process reads it.
+	go inW.Write(line)
+	return outR, nil
+}
+
+func (p *proxy) fail(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+	select {
+	case p.failed <- err:
+	default:
+	}
+}
+
+// verdict is why the proxy could not serve, or nil. Once the first
+// connection came, it waits for the process's first word (at once, unless
+// the session was shorter than the proxy's start).
+func (p *proxy) verdict() error {
+	p.mu.Lock()
+	starting := p.starting
+	p.mu.Unlock()
+	if starting {
+		<-p.decided
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// stop ends the proxy (the end of its input; a kill after proxyStopGrace)
+// and removes its socket. A proxy never started costs nothing to stop.
+// The launcher calls it once, at the end of the session, before it exits.
+func (p *proxy) stop() {
+	p.mu.Lock()
+	p.stopping = true
+	pid, in := p.pid, p.in
+	p.mu.Unlock()
+	// A watcher still waiting for a first connection is left to the
+	// process's exit, with the descriptors it watches: closing them would
+	// wait for it.
+	if pid != 0 {
+		in.Close()
+		select {
+		case <-p.done:
+		case <-time.After(proxyStopGrace):
+			syscall.Kill(pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	p.removeSocket()
+}
+
+// listenUnix creates a listening unix socket at path, mode 0600 in a
+// directory only this user can enter, with plain system calls (the shadow
+// only hands the descriptor on).
+func listenUnix(path string) (*os.File, error) {
+	// sun_path holds 108 bytes with the terminating NUL.
+	if len(path) > 107 {
+		return nil, fmt.Errorf("the egress proxy cannot start: its socket path %s is %d bytes, more than a unix socket allows (107): use a shorter runtime directory (TMPDIR)", path, len(path))
+	}
+	// Non-blocking, so that the runtime's poller can watch it.
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("the egress proxy cannot start: its socket: %w", err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("the egress proxy cannot start: its socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("the egress proxy cannot start: its socket: %w", err)
+	}
+	if err := syscall.Listen(fd, syscall.SOMAXCONN); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("the egress proxy cannot start: its socket %s: %w", path, err)
+	}
+	// Made once listening, so that the poller registers a socket whose
+	// readiness means a waiting connection.
+	return os.NewFile(uintptr(fd), path), nil
+}
