@@ -1,7 +1,9 @@
 // Package guard holds the agents' SessionStart verifier and UserPromptSubmit
-// gate, which the vendors' managed policy makes every agent run, the /bin/sh
-// scripts that call them, and the checks that tell `cco-install status`
-// whether that wiring is still in place.
+// gate, which the vendors' managed policy makes every agent run, and the
+// /bin/sh scripts that call them. Installing the scripts and telling
+// `cco-install status` whether the policy still wires them is package
+// guard/wiring's: the in-jail helper, which runs the hooks, links none of the
+// installer's code.
 //
 // Inside a cco jail the gate lets prompts through and the verifier reports
 // what it checked; outside one the gate blocks every prompt and names the fix.

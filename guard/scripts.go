@@ -1,10 +1,6 @@
 package guard
 
-import (
-	"fmt"
-
-	"github.com/cco-dev/cco/provision"
-)
+import "fmt"
 
 // Script is the /bin/sh script installed at ScriptPath(hook).
 func Script(hook string) []byte { return script(hook, HelperPath) }
@@ -31,26 +27,4 @@ esac
 echo "cco guard: '$helper guard %[1]s' failed (exit $rc), so this is blocked: run 'sudo cco-install status' and reinstall cco" >&2
 exit 2
 `, hook, helper)
-}
-
-// Steps installs the two guard scripts, root-owned 0755 (readable and
-// runnable by every user, writable by root alone).
-func Steps() []provision.Step {
-	return []provision.Step{
-		scriptStep("guard.session-start", "install the SessionStart verifier script", HookSessionStart),
-		scriptStep("guard.prompt-gate", "install the UserPromptSubmit gate script", HookPromptGate),
-	}
-}
-
-func scriptStep(id, name, hook string) *provision.File {
-	return &provision.File{
-		StepID:   id,
-		StepName: name,
-		Path:     ScriptPath(hook),
-		Mode:     0o755,
-		UID:      provision.SystemUID(),
-		GID:      provision.SystemGID(),
-		Content:  Script(hook),
-		Fix:      fmt.Sprintf("move it away; cco's guard script must be at %s for the managed policy to find it", ScriptPath(hook)),
-	}
 }

@@ -2,15 +2,12 @@ package guard
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/cco-dev/cco/provision"
 )
 
 // runScript runs hook's script (with helper as its helper) under /bin/sh, as
@@ -104,52 +101,5 @@ func TestScriptInstalledForm(t *testing.T) {
 		if !strings.HasPrefix(s, "#!/bin/sh\n") || !strings.Contains(s, "helper="+HelperPath+"\n") || !strings.Contains(s, `"$helper" guard `+hook+` "$@"`) {
 			t.Errorf("%s script:\n%s", hook, s)
 		}
-	}
-}
-
-func openRun(t *testing.T, dir string) *provision.Run {
-	t.Helper()
-	root, err := provision.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	run, err := provision.NewRun(context.Background(), root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return run
-}
-
-func TestStepsInstallScripts(t *testing.T) {
-	dir := t.TempDir()
-	rep := provision.Execute(openRun(t, dir), Steps())
-	if rep.ExitCode() != 0 || rep.Changed != 2 {
-		t.Fatalf("first run: %+v", rep.Steps)
-	}
-	ids := []string{rep.Steps[0].ID, rep.Steps[1].ID}
-	if ids[0] != "guard.session-start" || ids[1] != "guard.prompt-gate" {
-		t.Fatalf("step ids %v", ids)
-	}
-	for _, hook := range []string{HookSessionStart, HookPromptGate} {
-		p := filepath.Join(dir, ScriptPath(hook))
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi.Mode().Perm() != 0o755 {
-			t.Errorf("%s mode %04o, want 0755", p, fi.Mode().Perm())
-		}
-		if uid, _ := owner(fi); uid != provision.SystemUID() {
-			t.Errorf("%s owner %d", p, uid)
-		}
-		b, _ := os.ReadFile(p)
-		if !bytes.Equal(b, Script(hook)) {
-			t.Errorf("%s content differs", p)
-		}
-	}
-	rep = provision.Execute(openRun(t, dir), Steps())
-	if rep.Changed != 0 || rep.ExitCode() != 0 {
-		t.Fatalf("second run changed something: %+v", rep.Steps)
 	}
 }

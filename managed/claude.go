@@ -5,7 +5,7 @@ import (
 	"path"
 	"sort"
 
-	"github.com/cco-dev/cco/guard"
+	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -22,16 +22,16 @@ func newClaudeStep(cfg Config) *claudeStep {
 	f := &provision.File{
 		StepID:   "policy.claude",
 		StepName: "write Claude Code's managed settings drop-in with cco's guard hooks",
-		Path:     guard.ClaudeDropin,
+		Path:     wiring.ClaudeDropin,
 		Mode:     0o644,
 		UID:      provision.SystemUID(),
 		GID:      provision.SystemGID(),
 		Content:  ClaudeSettings(),
-		Fix:      "move it away: cco owns " + guard.ClaudeDropin + " entirely",
+		Fix:      "move it away: cco owns " + wiring.ClaudeDropin + " entirely",
 	}
 	if s.base {
 		f.StepName = "write Claude Code's managed-settings.json with cco's guard hooks"
-		f.Path = guard.ClaudeBase
+		f.Path = wiring.ClaudeBase
 		f.Fix = fmt.Sprintf("merge the snippet below into it by hand, or set claude.managed_file = %q (the default) so that cco writes its own drop-in instead", ClaudeDropin)
 	}
 	s.file = f
@@ -65,15 +65,15 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 func (s *claudeStep) defeats(root *provision.Root) []string {
 	ours := s.file.Path
 	var warns []string
-	var disable *guard.ClaudeLayer
-	layers := guard.ClaudeLayers(root)
+	var disable *wiring.ClaudeLayer
+	layers := wiring.ClaudeLayers(root)
 	for i := range layers {
 		l := &layers[i]
 		if l.Path == ours {
 			continue
 		}
 		// The base file is merged first, then the drop-ins by name.
-		after := l.Path != guard.ClaudeBase && (s.base || path.Base(l.Path) > path.Base(ours))
+		after := l.Path != wiring.ClaudeBase && (s.base || path.Base(l.Path) > path.Base(ours))
 		if l.Err != nil {
 			warns = append(warns, fmt.Sprintf("%v: Claude Code cannot use it; fix it or move it away", l.Err))
 			continue

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/guard"
+	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -18,17 +19,17 @@ import (
 type codexStep struct {
 	file    *provision.File
 	policy  string
-	what    string                         // what the file must do, for messages
-	present func(guard.CodexPolicy) bool   // the foreign file already does it
-	snippet func(guard.CodexPolicy) string // what to merge into the foreign file
+	what    string                          // what the file must do, for messages
+	present func(wiring.CodexPolicy) bool   // the foreign file already does it
+	snippet func(wiring.CodexPolicy) string // what to merge into the foreign file
 }
 
 func newRequirementsStep(cfg Config) *codexStep {
 	return &codexStep{
-		file:   codexFile("policy.codex.requirements", "write Codex's requirements.toml with cco's guard hooks", guard.CodexRequirements, CodexRequirements()),
+		file:   codexFile("policy.codex.requirements", "write Codex's requirements.toml with cco's guard hooks", wiring.CodexRequirements, CodexRequirements()),
 		policy: foreignPolicy(cfg),
 		what:   "wire cco's guard hooks",
-		present: func(p guard.CodexPolicy) bool {
+		present: func(p wiring.CodexPolicy) bool {
 			return p.Wires() && (p.FeatureHooks == nil || *p.FeatureHooks)
 		},
 		snippet: requirementsSnippet,
@@ -37,13 +38,13 @@ func newRequirementsStep(cfg Config) *codexStep {
 
 func newManagedConfigStep(cfg Config) *codexStep {
 	return &codexStep{
-		file:   codexFile("policy.codex.managed-config", "write Codex's managed_config.toml that turns off its own update check", guard.CodexManagedConfig, CodexManagedConfig()),
+		file:   codexFile("policy.codex.managed-config", "write Codex's managed_config.toml that turns off its own update check", wiring.CodexManagedConfig, CodexManagedConfig()),
 		policy: foreignPolicy(cfg),
 		what:   "set check_for_update_on_startup = false",
-		present: func(p guard.CodexPolicy) bool {
+		present: func(p wiring.CodexPolicy) bool {
 			return p.CheckForUpdate != nil && !*p.CheckForUpdate
 		},
-		snippet: func(p guard.CodexPolicy) string {
+		snippet: func(p wiring.CodexPolicy) string {
 			if p.CheckForUpdate != nil {
 				return "# change the existing top-level key to:\ncheck_for_update_on_startup = false\n"
 			}
@@ -69,7 +70,7 @@ func codexFile(id, name, path string, content []byte) *provision.File {
 // requirementsSnippet is the TOML to append to a foreign requirements.toml:
 // only what it lacks, and for a [features] table it already has, the one key
 // to put there (appending a second [features] header would not parse).
-func requirementsSnippet(p guard.CodexPolicy) string {
+func requirementsSnippet(p wiring.CodexPolicy) string {
 	var b strings.Builder
 	b.WriteString("# cco's guard hooks (" + guard.PromptGateScript + ", " + guard.SessionStartScript + ")\n")
 	switch {
@@ -119,12 +120,12 @@ func (s *codexStep) foreign(run *provision.Run, fi fs.FileInfo) (provision.Check
 	if bytes.HasPrefix(b, []byte(Marker)) {
 		note = " (it carries cco's marker line, but the receipt does not list it: it was copied here, or the receipt was lost)"
 	}
-	p, perr := guard.ParseCodexPolicy(path, b)
+	p, perr := wiring.ParseCodexPolicy(path, b)
 	if perr != nil {
 		c.State = provision.Conflict
 		c.Detail = perr.Error() + "; not cco's file: left as it is" + note
 		c.Fix = "fix the TOML at that line (codex refuses a policy file that does not parse), then run cco-install again"
-		c.Snippet = s.snippet(guard.CodexPolicy{})
+		c.Snippet = s.snippet(wiring.CodexPolicy{})
 		return c, nil
 	}
 	if s.present(p) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/cco-dev/cco/guard"
+	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -137,10 +137,10 @@ func TestPolicyWriters(t *testing.T) {
 		cfg      Config
 		ours     []byte
 	}{
-		{"policy.claude", guard.ClaudeDropin, both, ClaudeSettings()},
-		{"policy.claude", guard.ClaudeBase, base, ClaudeSettings()},
-		{"policy.codex.requirements", guard.CodexRequirements, both, CodexRequirements()},
-		{"policy.codex.managed-config", guard.CodexManagedConfig, both, CodexManagedConfig()},
+		{"policy.claude", wiring.ClaudeDropin, both, ClaudeSettings()},
+		{"policy.claude", wiring.ClaudeBase, base, ClaudeSettings()},
+		{"policy.codex.requirements", wiring.CodexRequirements, both, CodexRequirements()},
+		{"policy.codex.managed-config", wiring.CodexManagedConfig, both, CodexManagedConfig()},
 	}
 	for _, f := range files {
 		cases = append(cases,
@@ -150,46 +150,46 @@ func TestPolicyWriters(t *testing.T) {
 		)
 	}
 	cases = append(cases,
-		tc{name: "requirements foreign without the guard", cfg: both, id: "policy.codex.requirements", path: guard.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.CodexRequirements, []byte(foreignReqNoGuard)) },
+		tc{name: "requirements foreign without the guard", cfg: both, id: "policy.codex.requirements", path: wiring.CodexRequirements,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqNoGuard)) },
 			status: "conflict", detail: "is not cco's and does not wire cco's guard hooks", snippet: `command = "/usr/libexec/cco/guard/prompt-gate codex"`, keep: true, exit: 3},
-		tc{name: "requirements foreign without the guard, warn", cfg: warn, id: "policy.codex.requirements", path: guard.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.CodexRequirements, []byte(foreignReqNoGuard)) },
+		tc{name: "requirements foreign without the guard, warn", cfg: warn, id: "policy.codex.requirements", path: wiring.CodexRequirements,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqNoGuard)) },
 			status: "skipped", detail: `codex.foreign_policy = "warn"`, snippet: "[[hooks.UserPromptSubmit]]", warning: "merge the snippet by hand", keep: true},
-		tc{name: "requirements foreign with the guard", cfg: both, id: "policy.codex.requirements", path: guard.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.CodexRequirements, []byte(foreignReqWithGuard)) },
+		tc{name: "requirements foreign with the guard", cfg: both, id: "policy.codex.requirements", path: wiring.CodexRequirements,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqWithGuard)) },
 			status: "ok", detail: "guard present (foreign file /etc/codex/requirements.toml)", keep: true},
-		tc{name: "requirements malformed", cfg: both, id: "policy.codex.requirements", path: guard.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.CodexRequirements, []byte(foreignReqMalformed)) },
+		tc{name: "requirements malformed", cfg: both, id: "policy.codex.requirements", path: wiring.CodexRequirements,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqMalformed)) },
 			status: "conflict", detail: "/etc/codex/requirements.toml does not parse: " + tomlPos(foreignReqMalformed), snippet: "[features]", keep: true, exit: 3},
-		tc{name: "requirements malformed, warn", cfg: warn, id: "policy.codex.requirements", path: guard.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.CodexRequirements, []byte(foreignReqMalformed)) },
+		tc{name: "requirements malformed, warn", cfg: warn, id: "policy.codex.requirements", path: wiring.CodexRequirements,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqMalformed)) },
 			status: "conflict", detail: "does not parse: " + tomlPos(foreignReqMalformed), snippet: "[[hooks.UserPromptSubmit]]", keep: true, exit: 3},
-		tc{name: "managed_config foreign without the setting", cfg: both, id: "policy.codex.managed-config", path: guard.CodexManagedConfig,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.CodexManagedConfig, []byte(foreignCfgNoGuard)) },
+		tc{name: "managed_config foreign without the setting", cfg: both, id: "policy.codex.managed-config", path: wiring.CodexManagedConfig,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexManagedConfig, []byte(foreignCfgNoGuard)) },
 			status: "conflict", detail: "does not set check_for_update_on_startup = false", snippet: "before the first [table] header:\ncheck_for_update_on_startup = false", keep: true, exit: 3},
-		tc{name: "managed_config foreign with the setting", cfg: both, id: "policy.codex.managed-config", path: guard.CodexManagedConfig,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.CodexManagedConfig, []byte(foreignCfgWithGuard)) },
+		tc{name: "managed_config foreign with the setting", cfg: both, id: "policy.codex.managed-config", path: wiring.CodexManagedConfig,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexManagedConfig, []byte(foreignCfgWithGuard)) },
 			status: "ok", detail: "present (foreign file", keep: true},
-		tc{name: "managed_config with cco's bytes but not in the receipt", cfg: both, id: "policy.codex.managed-config", path: guard.CodexManagedConfig,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.CodexManagedConfig, CodexManagedConfig()) },
+		tc{name: "managed_config with cco's bytes but not in the receipt", cfg: both, id: "policy.codex.managed-config", path: wiring.CodexManagedConfig,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexManagedConfig, CodexManagedConfig()) },
 			status: "ok", detail: "it carries cco's marker line, but the receipt does not list it", keep: true},
-		tc{name: "managed_config malformed", cfg: both, id: "policy.codex.managed-config", path: guard.CodexManagedConfig,
+		tc{name: "managed_config malformed", cfg: both, id: "policy.codex.managed-config", path: wiring.CodexManagedConfig,
 			setup: func(t *testing.T, dir string) {
-				put(t, dir, guard.CodexManagedConfig, []byte("check_for_update_on_startup = \n"))
+				put(t, dir, wiring.CodexManagedConfig, []byte("check_for_update_on_startup = \n"))
 			},
 			status: "conflict", detail: "does not parse: " + tomlPos("check_for_update_on_startup = \n"), snippet: "check_for_update_on_startup = false", keep: true, exit: 3},
-		tc{name: "requirements is a directory", cfg: both, id: "policy.codex.requirements", path: guard.CodexRequirements + "/x",
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.CodexRequirements+"/x", []byte("keep")) },
+		tc{name: "requirements is a directory", cfg: both, id: "policy.codex.requirements", path: wiring.CodexRequirements + "/x",
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements+"/x", []byte("keep")) },
 			status: "conflict", detail: "/etc/codex/requirements.toml is a directory", keep: true, exit: 3},
-		tc{name: "claude drop-in foreign", cfg: both, id: "policy.claude", path: guard.ClaudeDropin,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.ClaudeDropin, []byte(foreignClaudeGuard)) },
+		tc{name: "claude drop-in foreign", cfg: both, id: "policy.claude", path: wiring.ClaudeDropin,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.ClaudeDropin, []byte(foreignClaudeGuard)) },
 			status: "conflict", detail: "not written by cco", keep: true, exit: 3},
-		tc{name: "claude base foreign (legacy mode)", cfg: base, id: "policy.claude", path: guard.ClaudeBase,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.ClaudeBase, []byte(foreignClaudeBase)) },
+		tc{name: "claude base foreign (legacy mode)", cfg: base, id: "policy.claude", path: wiring.ClaudeBase,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.ClaudeBase, []byte(foreignClaudeBase)) },
 			status: "conflict", detail: `set claude.managed_file = "dropin"`, snippet: `"command": "/usr/libexec/cco/guard/prompt-gate claude"`, keep: true, exit: 3},
-		tc{name: "claude base malformed beside our drop-in", cfg: both, id: "policy.claude", path: guard.ClaudeBase,
-			setup:  func(t *testing.T, dir string) { put(t, dir, guard.ClaudeBase, []byte("{\n  \"env\": {,\n}")) },
+		tc{name: "claude base malformed beside our drop-in", cfg: both, id: "policy.claude", path: wiring.ClaudeBase,
+			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.ClaudeBase, []byte("{\n  \"env\": {,\n}")) },
 			status: "changed", warning: "managed-settings.json does not parse: line 2, column", keep: true},
 	)
 	for _, c := range cases {
@@ -230,12 +230,12 @@ func TestPolicyWriters(t *testing.T) {
 func TestPolicyForceReplacesEdited(t *testing.T) {
 	dir := t.TempDir()
 	apply(t, dir, Steps(both), false)
-	put(t, dir, guard.CodexRequirements, []byte("# emptied by hand\n"))
+	put(t, dir, wiring.CodexRequirements, []byte("# emptied by hand\n"))
 	rep := apply(t, dir, Steps(both), true)
 	if s := step(rep, "policy.codex.requirements"); s.Status != "changed" || !strings.Contains(s.Detail, "old bytes are at") {
 		t.Fatalf("forced run: %+v", s)
 	}
-	if !bytes.Equal(read(t, dir, guard.CodexRequirements), CodexRequirements()) {
+	if !bytes.Equal(read(t, dir, wiring.CodexRequirements), CodexRequirements()) {
 		t.Fatal("--force did not restore cco's requirements.toml")
 	}
 }
@@ -249,19 +249,19 @@ func TestRequirementsSnippetMerges(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			put(t, dir, guard.CodexRequirements, []byte(foreign))
+			put(t, dir, wiring.CodexRequirements, []byte(foreign))
 			s := step(apply(t, dir, Steps(both), false), "policy.codex.requirements")
 			if s.Status != "conflict" {
 				t.Fatalf("status %q", s.Status)
 			}
-			put(t, dir, guard.CodexRequirements, []byte(foreign+"\n"+s.Snippet))
+			put(t, dir, wiring.CodexRequirements, []byte(foreign+"\n"+s.Snippet))
 			if s := step(apply(t, dir, Steps(both), false), "policy.codex.requirements"); s.Status != "ok" || !strings.Contains(s.Detail, "guard present (foreign file") {
-				t.Fatalf("after merging the snippet: %q %q\nfile:\n%s", s.Status, s.Detail, read(t, dir, guard.CodexRequirements))
+				t.Fatalf("after merging the snippet: %q %q\nfile:\n%s", s.Status, s.Detail, read(t, dir, wiring.CodexRequirements))
 			}
 		})
 	}
 	t.Run("features hooks off", func(t *testing.T) {
-		p, err := guard.ParseCodexPolicy("x", []byte("[features]\nhooks = false\n"))
+		p, err := wiring.ParseCodexPolicy("x", []byte("[features]\nhooks = false\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,14 +271,14 @@ func TestRequirementsSnippetMerges(t *testing.T) {
 	})
 	t.Run("managed_config with the key set otherwise", func(t *testing.T) {
 		dir := t.TempDir()
-		put(t, dir, guard.CodexManagedConfig, []byte("check_for_update_on_startup = true\n"))
+		put(t, dir, wiring.CodexManagedConfig, []byte("check_for_update_on_startup = true\n"))
 		s := step(apply(t, dir, Steps(both), false), "policy.codex.managed-config")
 		if s.Status != "conflict" || !strings.Contains(s.Snippet, "change the existing top-level key to:\ncheck_for_update_on_startup = false") {
 			t.Fatalf("%+v", s)
 		}
 	})
 	t.Run("existing features table", func(t *testing.T) {
-		p, err := guard.ParseCodexPolicy("x", []byte("[features]\nweb_search = true\n"))
+		p, err := wiring.ParseCodexPolicy("x", []byte("[features]\nweb_search = true\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func TestWrittenPoliciesParse(t *testing.T) {
 		if len(ups) != 1 || ups[0].Matcher != nil || len(ups[0].Hooks) != 1 || ups[0].Hooks[0].Command != "/usr/libexec/cco/guard/prompt-gate claude" || ups[0].Hooks[0].Type != "command" {
 			t.Errorf("UserPromptSubmit %+v (it takes no matcher)", ups)
 		}
-		if l := guard.ParseClaudeLayer("x", ClaudeSettings()); !l.SessionStart || !l.PromptGate || l.Err != nil {
+		if l := wiring.ParseClaudeLayer("x", ClaudeSettings()); !l.SessionStart || !l.PromptGate || l.Err != nil {
 			t.Errorf("the guard does not recognise cco's own drop-in: %+v", l)
 		}
 	})
@@ -383,11 +383,11 @@ func TestClaudeDefeatWarnings(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		"disableAllHooks in the base":        {map[string]string{guard.ClaudeBase: `{"disableAllHooks": true}`}, "managed-settings.json sets disableAllHooks: true"},
-		"disableAllHooks in a later drop-in": {map[string]string{guard.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, "90-site.json sets disableAllHooks: true"},
-		"later drop-in replaces env":         {map[string]string{guard.ClaudeDropinDir + "/70-site.json": `{"env": {"DISABLE_UPDATES": "0"}}`}, `70-site.json is merged after /etc/claude-code/managed-settings.d/50-cco.json and sets env.DISABLE_UPDATES = "0"`},
-		"drop-in does not parse":             {map[string]string{guard.ClaudeDropinDir + "/60-site.json": "{\"hooks\": [}"}, "60-site.json does not parse: line 1, column"},
-		"drop-in off the schema":             {map[string]string{guard.ClaudeDropinDir + "/60-site.json": "{\n \"disableAllHooks\": \"yes\"}"}, "60-site.json does not parse: line 2, column"},
+		"disableAllHooks in the base":        {map[string]string{wiring.ClaudeBase: `{"disableAllHooks": true}`}, "managed-settings.json sets disableAllHooks: true"},
+		"disableAllHooks in a later drop-in": {map[string]string{wiring.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, "90-site.json sets disableAllHooks: true"},
+		"later drop-in replaces env":         {map[string]string{wiring.ClaudeDropinDir + "/70-site.json": `{"env": {"DISABLE_UPDATES": "0"}}`}, `70-site.json is merged after /etc/claude-code/managed-settings.d/50-cco.json and sets env.DISABLE_UPDATES = "0"`},
+		"drop-in does not parse":             {map[string]string{wiring.ClaudeDropinDir + "/60-site.json": "{\"hooks\": [}"}, "60-site.json does not parse: line 1, column"},
+		"drop-in off the schema":             {map[string]string{wiring.ClaudeDropinDir + "/60-site.json": "{\n \"disableAllHooks\": \"yes\"}"}, "60-site.json does not parse: line 2, column"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -408,7 +408,7 @@ func TestClaudeDefeatWarnings(t *testing.T) {
 	}
 	t.Run("legacy base mode: every drop-in is merged after it", func(t *testing.T) {
 		dir := t.TempDir()
-		put(t, dir, guard.ClaudeDropinDir+"/10-site.json", []byte(`{"env": {"DISABLE_AUTOUPDATER": 0}}`))
+		put(t, dir, wiring.ClaudeDropinDir+"/10-site.json", []byte(`{"env": {"DISABLE_AUTOUPDATER": 0}}`))
 		s := step(apply(t, dir, Steps(Config{Agents: []string{"claude"}, ClaudeManagedFile: ClaudeBase}), false), "policy.claude")
 		if s.Status != "changed" || !strings.Contains(strings.Join(s.Warnings, "\n"), `10-site.json is merged after /etc/claude-code/managed-settings.json and sets env.DISABLE_AUTOUPDATER = "0"`) {
 			t.Fatalf("%+v", s)
@@ -416,9 +416,9 @@ func TestClaudeDefeatWarnings(t *testing.T) {
 	})
 	t.Run("earlier drop-in and re-enabling later file are fine", func(t *testing.T) {
 		dir := t.TempDir()
-		put(t, dir, guard.ClaudeDropinDir+"/10-site.json", []byte(`{"disableAllHooks": true, "env": {"DISABLE_UPDATES": "0"}}`))
-		put(t, dir, guard.ClaudeDropinDir+"/90-site.json", []byte(`{"disableAllHooks": false}`))
-		put(t, dir, guard.ClaudeDropinDir+"/.hidden.json", []byte(`{"disableAllHooks": true}`))
+		put(t, dir, wiring.ClaudeDropinDir+"/10-site.json", []byte(`{"disableAllHooks": true, "env": {"DISABLE_UPDATES": "0"}}`))
+		put(t, dir, wiring.ClaudeDropinDir+"/90-site.json", []byte(`{"disableAllHooks": false}`))
+		put(t, dir, wiring.ClaudeDropinDir+"/.hidden.json", []byte(`{"disableAllHooks": true}`))
 		if s := step(apply(t, dir, Steps(both), false), "policy.claude"); len(s.Warnings) != 0 {
 			t.Fatalf("warnings %q", s.Warnings)
 		}

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/cco-dev/cco/guard"
+	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/vendorfetch"
@@ -45,7 +45,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 			reported[p.Path] = true
 		}
 	}
-	for _, f := range guard.Drift(root, rc, users) {
+	for _, f := range wiring.Drift(root, rc, users) {
 		if !reported[f.Path] {
 			rep.AddFinding(provision.Finding{ID: "guard", Path: f.Path, Detail: f.Message, Fix: f.Fix})
 		}
@@ -121,7 +121,7 @@ func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.Sta
 		ok[p.Path] = p.Status == provision.PathOK
 	}
 	var out []agentLine
-	for _, w := range guard.Wired(root, rc, knownAgents) {
+	for _, w := range wiring.Wired(root, rc, knownAgents) {
 		l := agentLine{Agent: w.Agent, Guard: string(w.State), GuardActive: w.Active, GuardPath: w.Path, GuardDetail: w.Detail, GuardFix: w.Fix}
 		l.Shadow = ok[BinDir+"/"+w.Agent]
 		var st struct {

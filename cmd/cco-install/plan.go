@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cco-dev/cco/guard"
+	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/login"
 	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
@@ -148,7 +148,7 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 	)
 	// The guard and the policy that wires it cover every known agent, like
 	// the shadow: an agent installed some other way must run the guard too.
-	steps = append(steps, guard.Steps()...)
+	steps = append(steps, wiring.Steps()...)
 	steps = append(steps, managed.Steps(managed.Config{
 		ClaudeManagedFile:  cfg.String("claude.managed_file"),
 		CodexForeignPolicy: cfg.String("codex.foreign_policy"),

@@ -1,8 +1,13 @@
-package guard
+// Package wiring installs the guard's scripts (Steps), reads the vendors'
+// managed policy files (ClaudeLayers, ParseCodexPolicy) and tells
+// `cco-install status` whether that policy still wires the guard (Wired) and
+// what has drifted (Drift). The hooks themselves are package guard's.
+package wiring
 
 import (
 	"errors"
 	"fmt"
+	"github.com/cco-dev/cco/guard"
 	"io/fs"
 	"strings"
 
@@ -41,7 +46,7 @@ type Wiring struct {
 // vendors' managed policy makes that agent run the guard.
 func Wired(root *provision.Root, rc *provision.Receipt, agents []string) []Wiring {
 	if len(agents) == 0 {
-		agents = Agents
+		agents = guard.Agents
 	}
 	var out []Wiring
 	for _, a := range agents {
@@ -98,7 +103,7 @@ func claudeWiring(root *provision.Root, rc *provision.Receipt) Wiring {
 	switch {
 	case gate == nil:
 		w.State, w.Path = NotWiredForeign, ClaudeDropin
-		w.Detail = "no Claude Code managed settings file wires the prompt gate " + PromptGateScript
+		w.Detail = "no Claude Code managed settings file wires the prompt gate " + guard.PromptGateScript
 		for _, l := range layers {
 			if l.Path == ClaudeDropin && l.Err != nil {
 				w.State, w.Detail = Malformed, l.Err.Error()

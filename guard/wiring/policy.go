@@ -1,10 +1,11 @@
-package guard
+package wiring
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cco-dev/cco/guard"
 	"io/fs"
 	"regexp"
 	"sort"
@@ -82,12 +83,12 @@ func ParseClaudeLayer(path string, b []byte) ClaudeLayer {
 		}
 	}
 	for _, g := range f.Hooks["SessionStart"] {
-		if matchesStartup(g.Matcher) && anyCommand(g.Hooks, HookSessionStart, "claude") {
+		if matchesStartup(g.Matcher) && anyCommand(g.Hooks, guard.HookSessionStart, "claude") {
 			l.SessionStart = true
 		}
 	}
 	for _, g := range f.Hooks["UserPromptSubmit"] {
-		if anyCommand(g.Hooks, HookPromptGate, "claude") {
+		if anyCommand(g.Hooks, guard.HookPromptGate, "claude") {
 			l.PromptGate = true
 		}
 	}
@@ -110,7 +111,7 @@ func IsGuardCommand(cmd, hook, agent string) bool {
 	if len(f) == 0 || len(f) > 2 {
 		return false
 	}
-	if strings.Trim(f[0], `"'`) != ScriptPath(hook) {
+	if strings.Trim(f[0], `"'`) != guard.ScriptPath(hook) {
 		return false
 	}
 	return len(f) == 1 || strings.Trim(f[1], `"'`) == agent
@@ -245,14 +246,14 @@ func ParseCodexPolicy(path string, b []byte) (CodexPolicy, error) {
 	}
 	for _, g := range f.Hooks["SessionStart"] {
 		for _, h := range g.Hooks {
-			if (h.Type == "command" || h.Type == "") && matchesStartup(g.Matcher) && IsGuardCommand(h.Command, HookSessionStart, "codex") {
+			if (h.Type == "command" || h.Type == "") && matchesStartup(g.Matcher) && IsGuardCommand(h.Command, guard.HookSessionStart, "codex") {
 				p.SessionStart = true
 			}
 		}
 	}
 	for _, g := range f.Hooks["UserPromptSubmit"] {
 		for _, h := range g.Hooks {
-			if (h.Type == "command" || h.Type == "") && IsGuardCommand(h.Command, HookPromptGate, "codex") {
+			if (h.Type == "command" || h.Type == "") && IsGuardCommand(h.Command, guard.HookPromptGate, "codex") {
 				p.PromptGate = true
 			}
 		}

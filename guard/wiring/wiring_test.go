@@ -1,4 +1,4 @@
-package guard_test
+package wiring_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/guard"
+	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
@@ -40,7 +41,7 @@ func (tg *target) install() *provision.Report {
 	if err != nil {
 		tg.t.Fatal(err)
 	}
-	return provision.Execute(run, append(guard.Steps(), managed.Steps(bothAgents)...))
+	return provision.Execute(run, append(wiring.Steps(), managed.Steps(bothAgents)...))
 }
 
 func (tg *target) receipt() *provision.Receipt {
@@ -63,9 +64,9 @@ func (tg *target) put(p, content string, mode os.FileMode) {
 	}
 }
 
-func (tg *target) wiring(agent string) guard.Wiring {
+func (tg *target) wiring(agent string) wiring.Wiring {
 	tg.t.Helper()
-	w := guard.Wired(tg.root, tg.receipt(), []string{agent})
+	w := wiring.Wired(tg.root, tg.receipt(), []string{agent})
 	if len(w) != 1 || w[0].Agent != agent {
 		tg.t.Fatalf("Wired: %+v", w)
 	}
@@ -79,12 +80,12 @@ func TestInstallThenStatusActive(t *testing.T) {
 	if rep := tg.install(); rep.ExitCode() != 0 {
 		t.Fatalf("install: %+v", rep.Steps)
 	}
-	for _, w := range guard.Wired(tg.root, tg.receipt(), nil) {
-		if !w.Active || w.State != guard.WiredOurs {
+	for _, w := range wiring.Wired(tg.root, tg.receipt(), nil) {
+		if !w.Active || w.State != wiring.WiredOurs {
 			t.Errorf("%s: %+v, want active and ours", w.Agent, w)
 		}
 	}
-	if f := guard.Drift(tg.root, tg.receipt(), nil); len(f) != 0 {
+	if f := wiring.Drift(tg.root, tg.receipt(), nil); len(f) != 0 {
 		t.Errorf("drift right after an install: %+v", f)
 	}
 }
@@ -95,12 +96,12 @@ func TestInstallThenStatusActive(t *testing.T) {
 func TestInstallWithForeignRequirements(t *testing.T) {
 	tg := newTarget(t)
 	foreign := "# the site's own policy\nallowed_approval_policies = [\"on-request\"]\n"
-	tg.put(guard.CodexRequirements, foreign, 0o644)
+	tg.put(wiring.CodexRequirements, foreign, 0o644)
 	rep := tg.install()
 	if rep.ExitCode() != provision.ExitConflict {
 		t.Fatalf("exit %d, want 3: %+v", rep.ExitCode(), rep.Steps)
 	}
-	if b, _ := os.ReadFile(filepath.Join(tg.dir, guard.CodexRequirements)); string(b) != foreign {
+	if b, _ := os.ReadFile(filepath.Join(tg.dir, wiring.CodexRequirements)); string(b) != foreign {
 		t.Fatalf("the foreign requirements.toml was modified:\n%s", b)
 	}
 	var snippet string
@@ -112,7 +113,7 @@ func TestInstallWithForeignRequirements(t *testing.T) {
 	if !strings.Contains(snippet, "[[hooks.UserPromptSubmit.hooks]]") || !strings.Contains(snippet, guard.Command(guard.HookPromptGate, "codex")) {
 		t.Fatalf("snippet %q", snippet)
 	}
-	if w := tg.wiring("codex"); w.Active || w.State != guard.NotWiredForeign {
+	if w := tg.wiring("codex"); w.Active || w.State != wiring.NotWiredForeign {
 		t.Errorf("codex: %+v, want inactive, foreign-without", w)
 	}
 	if w := tg.wiring("claude"); !w.Active {
@@ -128,18 +129,18 @@ func TestWiredClaude(t *testing.T) {
 		name    string
 		install bool
 		files   map[string]string
-		state   guard.WireState
+		state   wiring.WireState
 		active  bool
 		detail  string
 	}{
-		{"missing", false, nil, guard.NotWiredMissing, false, "no Claude Code managed settings"},
-		{"ours", true, nil, guard.WiredOurs, true, "(cco's) wires the guard"},
-		{"foreign with the guard", false, map[string]string{guard.ClaudeDropinDir + "/40-site.json": claudeGuard}, guard.WiredForeign, true, "guard present (foreign file /etc/claude-code/managed-settings.d/40-site.json)"},
-		{"foreign without", false, map[string]string{guard.ClaudeBase: `{"permissions": {"defaultMode": "plan"}}`}, guard.NotWiredForeign, false, "wires the prompt gate"},
-		{"defeated by a later drop-in", true, map[string]string{guard.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, guard.Defeated, false, "90-site.json sets disableAllHooks: true"},
-		{"defeated by the base", true, map[string]string{guard.ClaudeBase: `{"disableAllHooks": true}`}, guard.Defeated, false, "managed-settings.json sets disableAllHooks"},
-		{"re-enabled by a later drop-in", true, map[string]string{guard.ClaudeBase: `{"disableAllHooks": true}`, guard.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": false}`}, guard.WiredOurs, true, ""},
-		{"our drop-in broken", true, map[string]string{guard.ClaudeDropin: `{"hooks": `}, guard.Malformed, false, "50-cco.json does not parse: line 1, column"},
+		{"missing", false, nil, wiring.NotWiredMissing, false, "no Claude Code managed settings"},
+		{"ours", true, nil, wiring.WiredOurs, true, "(cco's) wires the guard"},
+		{"foreign with the guard", false, map[string]string{wiring.ClaudeDropinDir + "/40-site.json": claudeGuard}, wiring.WiredForeign, true, "guard present (foreign file /etc/claude-code/managed-settings.d/40-site.json)"},
+		{"foreign without", false, map[string]string{wiring.ClaudeBase: `{"permissions": {"defaultMode": "plan"}}`}, wiring.NotWiredForeign, false, "wires the prompt gate"},
+		{"defeated by a later drop-in", true, map[string]string{wiring.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, wiring.Defeated, false, "90-site.json sets disableAllHooks: true"},
+		{"defeated by the base", true, map[string]string{wiring.ClaudeBase: `{"disableAllHooks": true}`}, wiring.Defeated, false, "managed-settings.json sets disableAllHooks"},
+		{"re-enabled by a later drop-in", true, map[string]string{wiring.ClaudeBase: `{"disableAllHooks": true}`, wiring.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": false}`}, wiring.WiredOurs, true, ""},
+		{"our drop-in broken", true, map[string]string{wiring.ClaudeDropin: `{"hooks": `}, wiring.Malformed, false, "50-cco.json does not parse: line 1, column"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -165,18 +166,18 @@ func TestWiredCodex(t *testing.T) {
 		name    string
 		install bool
 		file    string
-		state   guard.WireState
+		state   wiring.WireState
 		active  bool
 		detail  string
 	}{
-		{"missing", false, "", guard.NotWiredMissing, false, "does not exist"},
-		{"ours", true, "", guard.WiredOurs, true, "(cco's) wires the guard"},
-		{"foreign with the guard", false, withGuard, guard.WiredForeign, true, "guard present (foreign file"},
-		{"foreign without", false, "model = \"o3\"\n", guard.NotWiredForeign, false, "does not wire cco's guard hooks"},
-		{"ours, edited away", true, "# emptied\n", guard.NotWiredForeign, false, "was cco's and was edited"},
-		{"malformed", false, "[features]\nhooks = tru\n", guard.Malformed, false, "does not parse: line 2, column"},
-		{"hooks feature off", false, "[features]\nhooks = false\n" + withGuard, guard.Defeated, false, "hooks = false"},
-		{"gate for another agent", false, strings.ReplaceAll(withGuard, " codex", " claude"), guard.NotWiredForeign, false, ""},
+		{"missing", false, "", wiring.NotWiredMissing, false, "does not exist"},
+		{"ours", true, "", wiring.WiredOurs, true, "(cco's) wires the guard"},
+		{"foreign with the guard", false, withGuard, wiring.WiredForeign, true, "guard present (foreign file"},
+		{"foreign without", false, "model = \"o3\"\n", wiring.NotWiredForeign, false, "does not wire cco's guard hooks"},
+		{"ours, edited away", true, "# emptied\n", wiring.NotWiredForeign, false, "was cco's and was edited"},
+		{"malformed", false, "[features]\nhooks = tru\n", wiring.Malformed, false, "does not parse: line 2, column"},
+		{"hooks feature off", false, "[features]\nhooks = false\n" + withGuard, wiring.Defeated, false, "hooks = false"},
+		{"gate for another agent", false, strings.ReplaceAll(withGuard, " codex", " claude"), wiring.NotWiredForeign, false, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,7 +186,7 @@ func TestWiredCodex(t *testing.T) {
 				tg.install()
 			}
 			if c.file != "" {
-				tg.put(guard.CodexRequirements, c.file, 0o644)
+				tg.put(wiring.CodexRequirements, c.file, 0o644)
 			}
 			w := tg.wiring("codex")
 			if w.State != c.state || w.Active != c.active || !strings.Contains(w.Detail, c.detail) || (!w.Active && w.Fix == "") {
@@ -195,7 +196,7 @@ func TestWiredCodex(t *testing.T) {
 	}
 }
 
-func findings(fs []guard.Finding) string {
+func findings(fs []wiring.Finding) string {
 	var b bytes.Buffer
 	for _, f := range fs {
 		b.WriteString(f.Path + ": " + f.Message + " [" + f.Fix + "]\n")
@@ -224,11 +225,11 @@ func TestDrift(t *testing.T) {
 			os.Remove(filepath.Join(tg.dir, guard.PromptGateScript))
 		}, []string{guard.PromptGateScript + ": the guard script is missing, so every prompt is blocked"}},
 		{"policy removed", func(tg *target) {
-			os.Remove(filepath.Join(tg.dir, guard.ClaudeDropin))
-		}, []string{guard.ClaudeDropin + ": the policy file cco wrote was removed"}},
+			os.Remove(filepath.Join(tg.dir, wiring.ClaudeDropin))
+		}, []string{wiring.ClaudeDropin + ": the policy file cco wrote was removed"}},
 		{"policy edited", func(tg *target) {
-			tg.put(guard.CodexManagedConfig, "check_for_update_on_startup = true\n", 0o644)
-		}, []string{guard.CodexManagedConfig + ": the policy file cco wrote was edited", "--force"}},
+			tg.put(wiring.CodexManagedConfig, "check_for_update_on_startup = true\n", 0o644)
+		}, []string{wiring.CodexManagedConfig + ": the policy file cco wrote was edited", "--force"}},
 		{"vendor claude ahead on PATH", func(tg *target) {
 			tg.put("/home/ada/.local/share/claude/versions/2.1.328", "ELF", 0o755)
 			os.MkdirAll(filepath.Join(tg.dir, "/home/ada/.local/bin"), 0o755)
@@ -253,7 +254,7 @@ func TestDrift(t *testing.T) {
 				t.Fatalf("install: %+v", rep.Steps)
 			}
 			c.setup(tg)
-			got := findings(guard.Drift(tg.root, tg.receipt(), []*provision.User{user}))
+			got := findings(wiring.Drift(tg.root, tg.receipt(), []*provision.User{user}))
 			for _, w := range c.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("findings:\n%s\nlack %q", got, w)
@@ -266,7 +267,7 @@ func TestDrift(t *testing.T) {
 		tg.install()
 		os.MkdirAll(filepath.Join(tg.dir, "/home/ada/.local/bin"), 0o755)
 		os.Symlink("/usr/local/bin/codex", filepath.Join(tg.dir, "/home/ada/.local/bin/codex"))
-		if got := guard.Drift(tg.root, tg.receipt(), []*provision.User{user}); len(got) != 0 {
+		if got := wiring.Drift(tg.root, tg.receipt(), []*provision.User{user}); len(got) != 0 {
 			t.Fatalf("findings: %s", findings(got))
 		}
 	})

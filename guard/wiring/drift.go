@@ -1,15 +1,17 @@
-package guard
+package wiring
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/cco-dev/cco/guard"
 	"io/fs"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/cco-dev/cco/provision"
 )
@@ -21,7 +23,7 @@ type Finding struct {
 	Fix     string
 }
 
-// aheadDirs are system directories that come before ShadowDir on Debian's
+// aheadDirs are system directories that come before guard.ShadowDir on Debian's
 // and most distributions' default PATH.
 var aheadDirs = []string{"/usr/local/sbin"}
 
@@ -35,7 +37,7 @@ var rcFiles = []string{".profile", ".bashrc", ".bash_profile", ".zshrc", ".zprof
 // that runs ahead of the shadow on PATH.
 func Drift(root *provision.Root, rc *provision.Receipt, users []*provision.User) []Finding {
 	var out []Finding
-	for _, hook := range []string{HookSessionStart, HookPromptGate} {
+	for _, hook := range []string{guard.HookSessionStart, guard.HookPromptGate} {
 		out = append(out, scriptDrift(root, rc, hook)...)
 	}
 	out = append(out, policyDrift(root, rc)...)
@@ -46,7 +48,7 @@ func Drift(root *provision.Root, rc *provision.Receipt, users []*provision.User)
 }
 
 func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []Finding {
-	p := ScriptPath(hook)
+	p := guard.ScriptPath(hook)
 	// The owner cco gave it: root's, or the invoker's for an unprivileged
 	// staging under --root. A status run by a user must not expect its own.
 	wantUID := 0
@@ -69,7 +71,7 @@ func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []Fin
 	var out []Finding
 	if b, err := root.ReadFile(p); err != nil {
 		out = append(out, Finding{p, err.Error(), fix})
-	} else if !bytes.Equal(b, Script(hook)) {
+	} else if !bytes.Equal(b, guard.Script(hook)) {
 		out = append(out, Finding{p, "the guard script was changed since cco installed it", fix})
 	}
 	uid, _ := owner(fi)
@@ -81,7 +83,7 @@ func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []Fin
 }
 
 func hookUse(hook string) string {
-	if hook == HookPromptGate {
+	if hook == guard.HookPromptGate {
 		return "prompt is blocked"
 	}
 	return "session start is unverified"
@@ -125,8 +127,8 @@ func policyDrift(root *provision.Root, rc *provision.Receipt) []Finding {
 func pathDrift(root *provision.Root, u *provision.User) []Finding {
 	var out []Finding
 	prepends := prependingRC(root, u.Home)
-	for _, agent := range Agents {
-		shadow := ShadowDir + "/" + agent
+	for _, agent := range guard.Agents {
+		shadow := guard.ShadowDir + "/" + agent
 		cands := []string{path.Join(u.Home, ".local/bin", agent)}
 		for _, d := range aheadDirs {
 			cands = append(cands, d+"/"+agent)
@@ -197,4 +199,13 @@ func prependsLocalBin(line string) bool {
 		pv = strings.Index(v, "${PATH}")
 	}
 	return pv < 0 || lb < pv
+}
+
+// owner is fi's owning uid.
+func owner(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return -1, false
+	}
+	return int(st.Uid), true
 }
