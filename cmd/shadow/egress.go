@@ -57,11 +57,14 @@ type proxy struct {
 	decided chan struct{} // closed once a started process served, or failed to
 	done    chan struct{} // closed when a started process is reaped
 
+	lines <-chan string // a process started by startNow: what it says
+
 	mu       sync.Mutex
 	ln       *os.File // the listening socket, non-blocking: the runtime's poller watches it
 	lock     *os.File // the audit log's rotation lock and the log:
 	log      *os.File // descriptors 3, 4 and 5 of the process
 	stopping bool
+	watching bool     // watch was called
 	starting bool     // the first connection came: the process is (being) started
 	pid      int      // the process, once started
 	in       *os.File // its standard input: closing it stops the proxy
@@ -73,7 +76,8 @@ type proxy struct {
 // the jail is built.
 func startProxy(pol policy.Policy, session string) (*proxy, error) {
 	prog := sandbox.SystemRoot + sandbox.ProxyPath
-	if fi, err := os.Stat(prog); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+	fi, err := os.Stat(prog)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return nil, fmt.Errorf("the egress proxy %s is missing or not executable (fix: sudo cco-install)", prog)
 	}
 	lock, log, err := pol.OpenLog()
@@ -97,7 +101,59 @@ func startProxy(pol policy.Policy, session string) (*proxy, error) {
 		p.removeSocket()
 		return nil, err
 	}
+	// A program this user's launches have not yet heard serve (new, or
+	// changed by an upgrade) is started now and must say ready before the
+	// jail is built: a broken one then stops this launch, not a session.
+	stamp := programStamp(fi)
+	if fresh || !p.heard(dir, stamp) {
+		if err := p.startNow(); err != nil {
+			p.removeSocket()
+			return nil, err
+		}
+		if !fresh {
+			os.WriteFile(filepath.Join(dir, heardName), []byte(stamp), 0o600)
+		}
+	}
 	return p, nil
+}
+
+// heardName records, in the user's socket directory, the proxy program that
+// last said ready there.
+const heardName = "egress-proxy.heard"
+
+// programStamp names one version of the program file.
+func programStamp(fi fs.FileInfo) string {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d %d %d %d.%d %d.%d\n", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
+}
+
+func (p *proxy) heard(dir, stamp string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, heardName))
+	return err == nil && stamp != "" && string(b) == stamp
+}
+
+// startNow starts the process before the jail and waits for its first
+// word; watch then only follows it.
+func (p *proxy) startNow() error {
+	p.starting = true
+	lines, err := p.start()
+	if err == nil {
+		if err = firstWord(lines); err != nil {
+			syscall.Kill(p.pid, syscall.SIGKILL)
+			for range lines {
+			}
+			wait(p.pid)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	close(p.decided)
+	p.lines = lines
+	return nil
 }
 
 // socketDir is where the proxy's socket goes: cco-<uid> in TMPDIR, private
@@ -158,9 +214,18 @@ func (p *proxy) removeSocket() {
 // watch starts, in a goroutine, the process on the socket's first
 // connection, and reports a process that cannot serve, or that ends before
 // the session does. The launcher calls it once bwrap runs.
-func (p *proxy) watch() { go p.run() }
+func (p *proxy) watch() {
+	p.mu.Lock()
+	p.watching = true
+	p.mu.Unlock()
+	go p.run()
+}
 
 func (p *proxy) run() {
+	if p.lines != nil {
+		p.follow(p.lines) // started and checked already (checkFirst)
+		return
+	}
 	rc, err := p.ln.SyscallConn()
 	if err == nil {
 		err = rc.Read(func(fd uintptr) bool {
@@ -182,40 +247,42 @@ func (p *proxy) run() {
 		close(p.decided)
 		return
 	}
-	out, err := p.start()
+	lines, err := p.start()
 	p.mu.Unlock()
 	if err != nil {
 		p.fail(err)
 		close(p.decided)
 		return
 	}
-	defer close(p.done)
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		defer out.Close()
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	if err := firstWord(lines); err != nil {
+		p.fail(err)
+	}
+	close(p.decided)
+	p.follow(lines)
+}
+
+// firstWord waits for a started process's first line: nil for ready.
+func firstWord(lines <-chan string) error {
 	select {
 	case l, ok := <-lines:
 		switch {
 		case ok && l == proxyReady:
+			return nil
 		case ok && strings.HasPrefix(l, proxyErrorPrefix):
-			p.fail(errors.New("the egress proxy cannot start: " + strings.TrimPrefix(l, proxyErrorPrefix)))
+			return errors.New("the egress proxy cannot start: " + strings.TrimPrefix(l, proxyErrorPrefix))
 		case ok:
-			p.fail(fmt.Errorf("the egress proxy cannot start: it said %q instead of %q", l, proxyReady))
-		default:
-			p.fail(errors.New("the egress proxy cannot start: it exited before serving; its message, if any, is above"))
+			return fmt.Errorf("the egress proxy cannot start: it said %q instead of %q", l, proxyReady)
 		}
+		return errors.New("the egress proxy cannot start: it exited before serving; its message, if any, is above")
 	case <-time.After(proxyStartTimeout):
-		p.fail(fmt.Errorf("the egress proxy cannot start: it did not answer within %v", proxyStartTimeout))
+		return fmt.Errorf("the egress proxy cannot start: it did not answer within %v", proxyStartTimeout)
 	}
-	close(p.decided)
-	// Whatever it says next is a failure; its end is one unless the
-	// session is ending.
+}
+
+// follow reads what a serving process says until it ends (any word is a
+// failure; its end is one unless the session is ending) and reaps it.
+func (p *proxy) follow(lines <-chan string) {
+	defer close(p.done)
 	for l := range lines {
 		if strings.HasPrefix(l, proxyErrorPrefix) {
 			p.fail(errors.New("the egress proxy failed: " + strings.TrimPrefix(l, proxyErrorPrefix)))
@@ -232,8 +299,9 @@ func (p *proxy) run() {
 }
 
 // start runs the process on the socket and the audit log and hands it the
-// policy; it returns the process's standard output. The caller holds p.mu.
-func (p *proxy) start() (*os.File, error) {
+// policy; it returns the lines of the process's standard output. The caller
+// holds p.mu, or is the only goroutine.
+func (p *proxy) start() (<-chan string, error) {
 	defer func() {
 		// The process has its own copies: once it is gone, connections
 		// are refused, never carried.
@@ -269,7 +337,16 @@ func (p *proxy) start() (*os.File, error) {
 	// The policy may be larger than a pipe holds: written while the
 	// process reads it.
 	go inW.Write(line)
-	return outR, nil
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		defer outR.Close()
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines, nil
 }
 
 func (p *proxy) fail(err error) {
@@ -305,13 +382,17 @@ func (p *proxy) verdict() error {
 func (p *proxy) stop() {
 	p.mu.Lock()
 	p.stopping = true
-	pid, in := p.pid, p.in
+	pid, in, watching := p.pid, p.in, p.watching
 	p.mu.Unlock()
 	// A watcher still waiting for a first connection is left to the
 	// process's exit, with the descriptors it watches: closing them would
 	// wait for it.
 	if pid != 0 {
 		in.Close()
+		if !watching {
+			// Started before the jail, which then was not built.
+			go p.follow(p.lines)
+		}
 		select {
 		case <-p.done:
 		case <-time.After(proxyStopGrace):

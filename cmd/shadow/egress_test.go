@@ -232,24 +232,56 @@ func TestEgressFailsClosed(t *testing.T) {
 	}
 }
 
-// TestEgressProxyFailingEndsSession: the proxy process starts with the
-// session's first connection; one that then cannot serve ends the session
-// (its socket refused the agent's connections meanwhile), exit 126 with the
-// reason.
+// TestEgressProxyNewAndBrokenRefused: a proxy program this user's launches
+// have not heard serve yet (new, or changed by an upgrade) is started before
+// the jail; one that does not say ready stops the launch: exit 126 with the
+// reason, and the agent never runs.
+func TestEgressProxyNewAndBrokenRefused(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	for _, tc := range []struct{ name, script, want string }{
+		{"exits before serving", "#!/bin/sh\necho dying >&2\nexit 3\n", "exited before serving"},
+		{"says why", "#!/bin/sh\necho 'error: the test proxy gives up'\nexit 1\n", "the test proxy gives up"},
+		{"says something else", "#!/bin/sh\necho listening\nexec sleep 30\n", `said "listening"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withProxy(t, root, tc.script)
+			w := newWorld(t, asNobody)
+			r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "probe", "root": root})))
+			if r.code != 126 || !strings.Contains(r.stderr, "cco: not starting claude: the egress proxy cannot start") || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("exit %d, want 126 saying %q\nstderr %s", r.code, tc.want, r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("the agent ran: %s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestEgressProxyFailingEndsSession: a proxy program heard before starts
+// with the session's first connection; one that then cannot serve ends the
+// session (its socket refused the agent's connections meanwhile), exit 126
+// with the reason.
 func TestEgressProxyFailingEndsSession(t *testing.T) {
 	testenv.RequireRoot(t)
 	root := systemRoot(t)
 	up, port := upstream(t)
 	withConfig(t, root, fmt.Sprintf("egress_ports = [%d]\n", port))
-	for _, tc := range []struct{ name, script, want string }{
-		{"exits before serving", "#!/bin/sh\necho dying >&2\nexit 3\n", "exited before serving"},
-		{"says why", "#!/bin/sh\necho 'error: the test proxy gives up'\nexit 1\n", "the test proxy gives up"},
-		{"says something else", "#!/bin/sh\necho listening\nexec sleep 30\n", `said "listening"`},
-		{"dies while serving", "#!/bin/sh\necho ready\nexit 0\n", "exited during the session"},
+	for _, tc := range []struct{ name, broken, want string }{
+		{"exits before serving", "echo dying >&2; exit 3", "exited before serving"},
+		{"says why", "echo 'error: the test proxy gives up'; exit 1", "the test proxy gives up"},
+		{"dies while serving", "echo ready; exit 0", "exited during the session"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			withProxy(t, root, tc.script)
-			w := newWorld(t, asNobody)
+			// Says ready (and reads its input to the end, as a proxy
+			// does) until the flag exists, then breaks.
+			flag := filepath.Join(t.TempDir(), "broken")
+			withProxy(t, root, "#!/bin/sh\nif [ -e "+flag+" ]; then "+tc.broken+"; fi\necho ready\nwhile read -r l; do :; done\n")
+			w := newWorld(t, asRoot) // the flag is in the test's own directory
+			if r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "exit"}))); r.code != 0 {
+				t.Fatalf("hearing the proxy: exit %d\nstderr %s", r.code, r.stderr)
+			}
+			os.WriteFile(flag, nil, 0o644)
 			start := time.Now()
 			r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "net", "upstream": up})))
 			if r.code != 126 || !strings.Contains(r.stderr, "cco: claude was stopped: ") || !strings.Contains(r.stderr, tc.want) {
@@ -262,9 +294,9 @@ func TestEgressProxyFailingEndsSession(t *testing.T) {
 	}
 }
 
-// TestEgressProxyStartsOnFirstConnection: a session that never connects
-// never starts the proxy (its audit log is opened, and stays empty); one
-// that connects does.
+// TestEgressProxyStartsOnFirstConnection: a proxy program heard before
+// starts with a session's first connection, and not for a session that
+// makes none (whose audit log is still opened before the jail).
 func TestEgressProxyStartsOnFirstConnection(t *testing.T) {
 	testenv.RequireRoot(t)
 	root := systemRoot(t)
@@ -272,11 +304,16 @@ func TestEgressProxyStartsOnFirstConnection(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "started")
 	withProxy(t, root, "#!/bin/sh\necho started >> "+mark+"\nexec "+filepath.Join(root, "usr/libexec/cco/egress-proxy.real")+" \"$@\"\n")
 	w := newWorld(t, asRoot)
-	if r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "exit"}))); r.code != 0 {
-		t.Fatalf("exit %d\nstderr %s", r.code, r.stderr)
+	starts := func() int {
+		b, _ := os.ReadFile(mark)
+		return strings.Count(string(b), "started")
 	}
-	if _, err := os.Stat(mark); err == nil {
-		t.Error("the proxy started for a session that made no connection")
+	exit := params(map[string]any{"mode": "exit"})
+	if r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", exit)); r.code != 0 || starts() != 1 {
+		t.Fatalf("a new program is heard before the jail: exit %d, %d starts\nstderr %s", r.code, starts(), r.stderr)
+	}
+	if r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", exit)); r.code != 0 || starts() != 1 {
+		t.Errorf("a session without a connection started the proxy: exit %d, %d starts\nstderr %s", r.code, starts(), r.stderr)
 	}
 	if _, err := os.Stat(w.home + "/.local/state/cco/egress.log"); err != nil {
 		t.Errorf("the audit log was not opened before the jail: %v", err)
@@ -287,8 +324,8 @@ func TestEgressProxyStartsOnFirstConnection(t *testing.T) {
 	if r.code != 0 || r.report == nil {
 		t.Fatalf("exit %d\nstderr %s", r.code, r.stderr)
 	}
-	if b, _ := os.ReadFile(mark); string(b) != "started\n" {
-		t.Errorf("proxy starts %q, want one", b)
+	if starts() != 2 {
+		t.Errorf("%d starts, want one more for the session with a connection", starts())
 	}
 	if r.report["via_proxy"] != "403" {
 		t.Errorf("via_proxy = %q, want the proxy's 403 for loopback", r.report["via_proxy"])
