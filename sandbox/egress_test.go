@@ -49,6 +49,22 @@ func TestPlanEgress(t *testing.T) {
 			t.Errorf("off: marker %s", s.Marker)
 		}
 	}
+	// A socket directory outside the private /tmp (TMPDIR elsewhere) is
+	// hidden in the jail: other sessions' sockets are there.
+	for _, tc := range []struct {
+		sock   string
+		masked bool
+	}{{"/var/tmp/cco-1000/1-a.sock", true}, {"/tmp/cco-1000/1-a.sock", false}} {
+		s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Egress: egress.ModePublic, EgressSocket: tc.sock})
+		must(t, err)
+		c := &argvCheck{t: t, argv: Argv(s)}
+		dir := filepath.Dir(tc.sock)
+		if tc.masked {
+			c.order(m("--tmpfs", dir, "--remount-ro", dir), m("--ro-bind", tc.sock, EgressSocket))
+		} else {
+			c.lacks("--tmpfs", dir)
+		}
+	}
 	if _, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Egress: egress.ModePublic}); err == nil ||
 		!strings.Contains(err.Error(), "the proxy's socket") {
 		t.Errorf("public without a proxy socket: %v", err)

@@ -212,6 +212,12 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			return nil, nil, fmt.Errorf("egress %q needs the proxy's socket, and none was given", mode)
 		}
 		s.EgressSocket = l.EgressSocket
+		// Beside the socket are the user's other sessions' sockets (and
+		// the shadow's own bookkeeping): hidden, where no private tmpfs
+		// (/tmp's) covers them already.
+		if d := filepath.Dir(l.EgressSocket); !under(d, s.Private) {
+			s.Masks = append(s.Masks, Mask{Path: d, Kind: MaskDir})
+		}
 	default:
 		return nil, nil, fmt.Errorf("egress %q is not one of public, allowlist, off (fix: correct egress in %s)", mode, ConfigPath)
 	}

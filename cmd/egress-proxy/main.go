@@ -16,6 +16,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/cco-dev/cco/sandbox/egress"
 )
@@ -25,6 +27,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cco egress-proxy: usage: egress-proxy SESSION (the shadow starts it, with the listening socket on descriptor 3, the audit log on 4 and 5 and the policy on standard input)")
 		os.Exit(2)
 	}
+	// The proxy is in the shadow's process group: a ^C or a hang-up for the
+	// terminal's jobs must not end it under a running session (the shadow
+	// decides what the agent gets). It stops when its input ends.
+	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGTERM)
 	err := egress.ServeProcess(os.Args[1], os.Stdin, os.Stdout,
 		os.NewFile(egress.ListenerFD, "listener"), os.NewFile(egress.AuditLockFD, "audit-lock"), os.NewFile(egress.AuditLogFD, "audit-log"))
 	if err != nil {

@@ -142,6 +142,7 @@ func (p *proxy) startNow() error {
 	lines, err := p.start()
 	if err == nil {
 		if err = firstWord(lines); err != nil {
+			p.in.Close()
 			syscall.Kill(p.pid, syscall.SIGKILL)
 			for range lines {
 			}

@@ -312,6 +312,9 @@ func TestEgressProxyStartsOnFirstConnection(t *testing.T) {
 	if r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", exit)); r.code != 0 || starts() != 1 {
 		t.Fatalf("a new program is heard before the jail: exit %d, %d starts\nstderr %s", r.code, starts(), r.stderr)
 	}
+	// Gone before the quiet session, so that finding it again proves it
+	// was opened before the jail.
+	os.Remove(w.home + "/.local/state/cco/egress.log")
 	if r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", exit)); r.code != 0 || starts() != 1 {
 		t.Errorf("a session without a connection started the proxy: exit %d, %d starts\nstderr %s", r.code, starts(), r.stderr)
 	}
@@ -329,6 +332,37 @@ func TestEgressProxyStartsOnFirstConnection(t *testing.T) {
 	}
 	if r.report["via_proxy"] != "403" {
 		t.Errorf("via_proxy = %q, want the proxy's 403 for loopback", r.report["via_proxy"])
+	}
+}
+
+// TestEgressProxySurvivesTerminalSignals: a ^C for the terminal's jobs
+// reaches the whole process group, the egress proxy too; it must not end the
+// session as a failed proxy (the agent gets the signal, the shadow its
+// status).
+func TestEgressProxySurvivesTerminalSignals(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	// A program not heard yet: started before the jail, so it runs while
+	// the agent sleeps.
+	withProxy(t, root, "#!/bin/sh\nexec "+filepath.Join(root, "usr/libexec/cco/egress-proxy.real")+" \"$@\"\n")
+	w := newWorld(t, asNobody)
+	tag := "sig" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	c := w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "sleep", "tag": tag}))
+	c.SysProcAttr.Setpgid = true
+	var errb strings.Builder
+	c.Stderr = &errb
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(w.ws, "started-"+tag))
+	syscall.Kill(-c.Process.Pid, syscall.SIGINT)
+	err := c.Wait()
+	code := c.ProcessState.ExitCode()
+	if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	if code != 130 || strings.Contains(errb.String(), "egress proxy") {
+		t.Errorf("exit %d (%v), want 130 with nothing about the proxy\nstderr %s", code, err, errb.String())
 	}
 }
 

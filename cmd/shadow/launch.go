@@ -247,6 +247,10 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	if err != nil {
 		return cannot(fmt.Errorf("starting %s: %w", bwrap, err))
 	}
+	// bwrap's pidfd: the signals the shadow sends it can never reach a
+	// process that reused its pid after it was reaped.
+	proc := openProcess(bwrapPID)
+	defer proc.close()
 	// What starts threads of its own (the runtime's signal loop, the
 	// proxy's watcher) starts now, while bwrap builds the jail: on a small
 	// machine every thread start before the fork is a delay of the launch.
@@ -287,7 +291,7 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 				}
 				forward(pid, s.(syscall.Signal))
 			case <-failed:
-				syscall.Kill(bwrapPID, syscall.SIGKILL)
+				proc.signal(syscall.SIGKILL)
 				failed = nil
 			case <-stop:
 				return
@@ -296,7 +300,7 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	}()
 	pid := readChildPID(stR)
 	child <- pid
-	ws, err := wait(bwrapPID)
+	ws, err := proc.wait()
 	// Signals stay caught until the process exits: one arriving during the
 	// clean-up must not cut it short.
 	close(stop)
@@ -315,20 +319,51 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	return exitStatus(ws, pid, bwrap, stderr)
 }
 
-// wait reaps pid. Where it can, it waits for the exit on a pidfd through
-// the runtime's poller, so that the launcher's thread is not held in a
-// blocking system call for the whole session (the runtime would start
-// another to stand in for it); otherwise it blocks in wait4.
-func wait(pid int) (syscall.WaitStatus, error) {
-	var ws syscall.WaitStatus
+// process is a child the shadow waits for and signals through a pidfd
+// where the kernel has them: waiting then goes through the runtime's poller,
+// so the launcher's thread is not held in a blocking system call for the
+// whole session (the runtime would start another to stand in for it), and a
+// signal cannot reach a process that reused the pid.
+type process struct {
+	pid int
+	fd  *os.File // the pidfd, or nil
+}
+
+func openProcess(pid int) *process {
+	p := &process{pid: pid}
 	if fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK); err == nil {
-		f := os.NewFile(uintptr(fd), "pidfd")
-		defer f.Close()
+		p.fd = os.NewFile(uintptr(fd), "pidfd")
+	}
+	return p
+}
+
+func (p *process) close() {
+	if p.fd != nil {
+		p.fd.Close()
+	}
+}
+
+// signal sends s to the process, if it is still there to get it (once the
+// pidfd is closed, the process was reaped: nothing is sent).
+func (p *process) signal(s syscall.Signal) {
+	if p.fd == nil {
+		syscall.Kill(p.pid, s)
+		return
+	}
+	if rc, err := p.fd.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.PidfdSendSignal(int(fd), s, nil, 0) })
+	}
+}
+
+// wait reaps the process.
+func (p *process) wait() (syscall.WaitStatus, error) {
+	var ws syscall.WaitStatus
+	if p.fd != nil {
 		reaped, werr := false, error(nil)
-		if rc, err := f.SyscallConn(); err == nil {
+		if rc, err := p.fd.SyscallConn(); err == nil {
 			err = rc.Read(func(uintptr) bool {
 				for {
-					n, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+					n, err := syscall.Wait4(p.pid, &ws, syscall.WNOHANG, nil)
 					if err == syscall.EINTR {
 						continue
 					}
@@ -344,6 +379,12 @@ func wait(pid int) (syscall.WaitStatus, error) {
 			}
 		}
 	}
+	return wait(p.pid)
+}
+
+// wait reaps pid, blocking.
+func wait(pid int) (syscall.WaitStatus, error) {
+	var ws syscall.WaitStatus
 	for {
 		_, err := syscall.Wait4(pid, &ws, 0, nil)
 		if err != syscall.EINTR {
