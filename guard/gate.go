@@ -105,20 +105,21 @@ func escapeHatch() (bool, error) {
 	if !fi.Mode().IsRegular() {
 		return false, fmt.Errorf("%s ignored: it is not a regular file", AllowUnwrappedPath)
 	}
-	if uid, ok := owner(fi); !ok || uid != 0 {
+	if uid, ok := Owner(fi); !ok || uid != 0 {
 		return false, fmt.Errorf("%s ignored: it is owned by uid %d, not root", AllowUnwrappedPath, uid)
 	}
 	di, err := os.Stat(filepath.Dir(hatchPath))
 	if err != nil {
 		return false, fmt.Errorf("%s ignored: %w", AllowUnwrappedPath, err)
 	}
-	if uid, ok := owner(di); !ok || uid != 0 || di.Mode().Perm()&0o022 != 0 {
+	if uid, ok := Owner(di); !ok || uid != 0 || di.Mode().Perm()&0o022 != 0 {
 		return false, fmt.Errorf("%s ignored: its directory is not root's alone (uid %d, mode %04o)", AllowUnwrappedPath, uid, di.Mode().Perm())
 	}
 	return true, nil
 }
 
-func owner(fi fs.FileInfo) (int, bool) {
+// Owner is fi's owning uid (false where the file system says none).
+func Owner(fi fs.FileInfo) (int, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return -1, false

@@ -233,7 +233,9 @@ type recordFile struct {
 	rec  record
 }
 
-// recordNames lists the registry's records (<pid>.json).
+// recordNames lists the registry's records (<pid>.json); anything else
+// there (the .lock that LockRegistry holds) is not one, and is never
+// touched.
 func recordNames(dir string) []string {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -251,18 +253,9 @@ func recordNames(dir string) []string {
 // records reads the registry; unreadable entries are dropped from it.
 func records(home string) []recordFile {
 	dir := registryDir(home)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
 	var out []recordFile
-	for _, e := range ents {
-		// Records are <pid>.json; anything else (the .lock that
-		// LockRegistry holds) is not one, and must never be removed.
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
+	for _, name := range recordNames(dir) {
+		p := filepath.Join(dir, name)
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue

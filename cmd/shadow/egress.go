@@ -19,14 +19,6 @@ import (
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 )
 
-// The egress-proxy process's side of the protocol (package egress,
-// ServeProcess, which the shadow does not link: its HTTP stack would cost
-// every launch its start-up time).
-const (
-	proxyReady       = "ready"
-	proxyErrorPrefix = "error: "
-)
-
 const (
 	// proxyStartTimeout bounds the wait for a started proxy's first word.
 	proxyStartTimeout = 15 * time.Second
@@ -95,11 +87,14 @@ func startProxy(pol policy.Policy, session string) (*proxy, error) {
 	if fresh {
 		p.Runtime = dir
 	}
-	if p.ln, err = listenUnix(p.Socket); err != nil {
+	fail := func(err error) (*proxy, error) {
 		lock.Close()
 		log.Close()
 		p.removeSocket()
 		return nil, err
+	}
+	if p.ln, err = listenUnix(p.Socket); err != nil {
+		return fail(err)
 	}
 	// A program this user's launches have not yet heard serve (new, or
 	// changed by an upgrade) is started now and must say ready before the
@@ -107,8 +102,7 @@ func startProxy(pol policy.Policy, session string) (*proxy, error) {
 	stamp := programStamp(fi)
 	if fresh || !p.heard(dir, stamp) {
 		if err := p.startNow(); err != nil {
-			p.removeSocket()
-			return nil, err
+			return fail(err)
 		}
 		if !fresh {
 			os.WriteFile(filepath.Join(dir, heardName), []byte(stamp), 0o600)
@@ -267,12 +261,12 @@ func firstWord(lines <-chan string) error {
 	select {
 	case l, ok := <-lines:
 		switch {
-		case ok && l == proxyReady:
+		case ok && l == policy.ReadyLine:
 			return nil
-		case ok && strings.HasPrefix(l, proxyErrorPrefix):
-			return errors.New("the egress proxy cannot start: " + strings.TrimPrefix(l, proxyErrorPrefix))
+		case ok && strings.HasPrefix(l, policy.ErrorPrefix):
+			return errors.New("the egress proxy cannot start: " + strings.TrimPrefix(l, policy.ErrorPrefix))
 		case ok:
-			return fmt.Errorf("the egress proxy cannot start: it said %q instead of %q", l, proxyReady)
+			return fmt.Errorf("the egress proxy cannot start: it said %q instead of %q", l, policy.ReadyLine)
 		}
 		return errors.New("the egress proxy cannot start: it exited before serving; its message, if any, is above")
 	case <-time.After(proxyStartTimeout):
@@ -285,8 +279,8 @@ func firstWord(lines <-chan string) error {
 func (p *proxy) follow(lines <-chan string) {
 	defer close(p.done)
 	for l := range lines {
-		if strings.HasPrefix(l, proxyErrorPrefix) {
-			p.fail(errors.New("the egress proxy failed: " + strings.TrimPrefix(l, proxyErrorPrefix)))
+		if strings.HasPrefix(l, policy.ErrorPrefix) {
+			p.fail(errors.New("the egress proxy failed: " + strings.TrimPrefix(l, policy.ErrorPrefix)))
 		}
 	}
 	p.mu.Lock()

@@ -39,10 +39,7 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	if _, err := sandbox.ProbeJail(); err == nil {
 		return nested(p, vendor, args, stderr)
 	}
-	cannot := func(err error) int {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
-	}
+	cannot := func(err error) int { return cannotBuild(stderr, err) }
 	cfg, err := sandbox.LoadConfig(sandbox.SystemRoot + sandbox.ConfigPath)
 	if err != nil {
 		return cannot(err)
@@ -195,10 +192,7 @@ func sessionID() string {
 // A proxy that cannot serve ends the session (its socket refuses
 // connections meanwhile): bwrap is killed and the launch says why, 126.
 func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name string, stderr io.Writer) int {
-	cannot := func(err error) int {
-		fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
-		return exitCannotRun
-	}
+	cannot := func(err error) int { return cannotBuild(stderr, err) }
 	prog, err := sandbox.SeccompBytes()
 	if err != nil {
 		return cannot(err)
@@ -477,6 +471,12 @@ func diagnose(bwrap string) string {
 			" flags=(unconfined) { userns, }` and run sudo apparmor_parser -r /etc/apparmor.d/bwrap"
 	}
 	return "bwrap failed before the agent started (its message is above); fix that, or report it with the message"
+}
+
+// cannotBuild says why the jail cannot be built, and is the launch's status.
+func cannotBuild(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "cco: cannot build the jail: %v\n", err)
+	return exitCannotRun
 }
 
 // dataPipe is the read end of a pipe that holds data: bwrap reads it once it

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/cco-dev/cco/provision"
 )
@@ -74,7 +73,7 @@ func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []Fin
 	} else if !bytes.Equal(b, guard.Script(hook)) {
 		out = append(out, Finding{p, "the guard script was changed since cco installed it", fix})
 	}
-	uid, _ := owner(fi)
+	uid, _ := guard.Owner(fi)
 	if fi.Mode().Perm() != 0o755 || uid != wantUID {
 		out = append(out, Finding{p, fmt.Sprintf("the guard script has mode %04o and owner uid %d, not 0755 and uid %d", fi.Mode().Perm(), uid, wantUID),
 			fmt.Sprintf("chown %d %s && chmod 0755 %s", wantUID, p, p)})
@@ -199,13 +198,4 @@ func prependsLocalBin(line string) bool {
 		pv = strings.Index(v, "${PATH}")
 	}
 	return pv < 0 || lb < pv
-}
-
-// owner is fi's owning uid.
-func owner(fi fs.FileInfo) (int, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return -1, false
-	}
-	return int(st.Uid), true
 }

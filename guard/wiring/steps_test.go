@@ -44,7 +44,7 @@ func TestStepsInstallScripts(t *testing.T) {
 		if fi.Mode().Perm() != 0o755 {
 			t.Errorf("%s mode %04o, want 0755", p, fi.Mode().Perm())
 		}
-		if uid, _ := owner(fi); uid != provision.SystemUID() {
+		if uid, _ := guard.Owner(fi); uid != provision.SystemUID() {
 			t.Errorf("%s owner %d", p, uid)
 		}
 		b, _ := os.ReadFile(p)

@@ -26,12 +26,11 @@ import (
 //	fd 3  the listening unix socket, in a mode-0700 directory of the shadow's
 //	fd 4  the audit log's rotation lock, fd 5 the audit log (policy.Policy.OpenLog)
 const (
-	ReadyLine   = "ready"
-	ErrorPrefix = "error: "
-
-	ListenerFD  = 3
-	AuditLockFD = 4
-	AuditLogFD  = 5
+	ReadyLine   = policy.ReadyLine
+	ErrorPrefix = policy.ErrorPrefix
+	ListenerFD  = policy.ListenerFD
+	AuditLockFD = policy.AuditLockFD
+	AuditLogFD  = policy.AuditLogFD
 )
 
 // stopBound is how long the process takes at most to stop once its input

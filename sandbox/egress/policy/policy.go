@@ -387,6 +387,21 @@ func (p Policy) Validate() error {
 // SocketName is the proxy's unix socket inside its runtime directory.
 const SocketName = "egress.sock"
 
+// The egress-proxy process's protocol (package egress, ServeProcess, says
+// it whole): what it says on standard output, and the descriptors it is
+// handed beside the policy on standard input.
+const (
+	// ReadyLine is its first line once it serves; ErrorPrefix starts one
+	// that says why it cannot.
+	ReadyLine   = "ready"
+	ErrorPrefix = "error: "
+	// ListenerFD is the listening socket; AuditLockFD and AuditLogFD are
+	// the audit log's lock and file (OpenLog).
+	ListenerFD  = 3
+	AuditLockFD = 4
+	AuditLogFD  = 5
+)
+
 // Encode is the policy as the proxy process receives it: one line of JSON.
 func (p Policy) Encode() ([]byte, error) {
 	b, err := json.Marshal(p)
