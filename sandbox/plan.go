@@ -66,6 +66,10 @@ type Launch struct {
 type Placeholder struct {
 	Path string
 	Dir  bool
+	// Data is a placeholder file's content on the host ("": empty), for
+	// a name whose empty file would mean something to a host program
+	// (git reads an empty commondir as an error).
+	Data string
 }
 
 // Prep is the host-side work Plan decided on: done before bwrap starts.
@@ -82,6 +86,9 @@ type Prep struct {
 	// Watched are state files whose command-bearing entries are compared
 	// before and after the session.
 	Watched []string
+	// Protected are the host paths bound read-only or onto themselves:
+	// each must name the same inode after the session as at its start.
+	Protected []string
 	// NewRepo, when not "", is a workspace without a .git: its re-binds
 	// cannot exist (a read-only .git would break git init), so what a
 	// session's git init leaves there that git runs later is reported.
