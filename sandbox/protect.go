@@ -61,7 +61,7 @@ type planner struct {
 	willExist []string
 	// shared are the scratch and runtime trees (sharedTrees).
 	shared []string
-	seen      map[string]bool
+	seen   map[string]bool
 }
 
 // protectWorkspace protects the workspace's repositories (its own and the
