@@ -37,7 +37,7 @@ type todo struct {
 	dir  bool
 }
 
-func (s *Step) users(run *provision.Run) ([]*provision.User, []string) {
+func (s *Step) users(run *provision.View) ([]*provision.User, []string) {
 	names := s.Users
 	if len(names) == 0 {
 		names = []string{"root"}
@@ -56,7 +56,7 @@ func (s *Step) users(run *provision.Run) ([]*provision.User, []string) {
 }
 
 // usable reports why the share cannot be used, or "".
-func (s *Step) usable(run *provision.Run) string {
+func (s *Step) usable(run *provision.View) string {
 	fi, err := run.Root.Lstat(s.Dir)
 	if err != nil || !fi.IsDir() {
 		return fmt.Sprintf("shared_login_dir %s is missing: the agents keep their login in local directories (a re-login in this container)", s.Dir)
@@ -67,7 +67,7 @@ func (s *Step) usable(run *provision.Run) string {
 	return ""
 }
 
-func (s *Step) Check(run *provision.Run) (provision.Check, error) {
+func (s *Step) Check(run *provision.View) (provision.Check, error) {
 	c := provision.Check{Paths: []string{s.Dir}}
 	if why := s.usable(run); why != "" {
 		c.State, c.Detail, c.Warnings = provision.Done, "shared login store not used", []string{why}

@@ -252,7 +252,7 @@ func HashReader(r io.Reader) (string, int64, error) {
 }
 
 // HashFile hashes target inside root.
-func HashFile(r *Root, target string) (string, error) {
+func HashFile(r FileReader, target string) (string, error) {
 	f, err := r.Open(target)
 	if err != nil {
 		return "", err

@@ -41,6 +41,11 @@ type StepReport struct {
 	Snippet  string   `json:"snippet,omitempty"`
 	Diff     string   `json:"diff,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Fix is what an operator does about a conflict (also in Detail).
+	Fix string `json:"-"`
+	// Installed and Available: see Check.
+	Installed string `json:"-"`
+	Available string `json:"-"`
 }
 
 func (rep *Report) add(sr StepReport) {

@@ -216,7 +216,7 @@ type claudePlan struct {
 func (s *claudeStep) ID() string   { return StepClaude }
 func (s *claudeStep) Name() string { return "install Claude Code (" + ClaudeDir + ")" }
 
-func (s *claudeStep) Check(run *provision.Run) (provision.Check, error) {
+func (s *claudeStep) Check(run *provision.View) (provision.Check, error) {
 	cfg := s.cfg
 	c := provision.Check{Paths: []string{ClaudeDir + "/current"}}
 	platform := cfg.Platform
@@ -237,20 +237,26 @@ func (s *claudeStep) Check(run *provision.Run) (provision.Check, error) {
 	upgrade := cfg.Upgrade[AgentClaude]
 	if st != nil && !upgrade && st.Platform == platform && (pin == st.Version || pin == "" && st.Channel == channel) {
 		ok, why := intact(run, StepClaude, ClaudeDir, st.Version)
+		c.Installed = st.Version
 		if ok {
 			c.State, c.Detail = provision.Done, fmt.Sprintf("claude %s is installed (%s)", st.Version, platform)
 			if pin == "" && cfg.Bundle == "" {
 				ccfg := cfg
 				ccfg.Claude.Channel, ccfg.Retries = channel, 0
-				c.Warnings = append(c.Warnings, newerNotice(run.Ctx, AgentClaude, channel, st.Version, func(ctx context.Context) (string, error) {
+				var warns []string
+				c.Available, warns = newerNotice(run.Ctx, AgentClaude, channel, st.Version, func(ctx context.Context) (string, error) {
 					return resolveClaude(ctx, src, ccfg)
-				})...)
+				})
+				c.Warnings = append(c.Warnings, warns...)
 			}
 			return c, nil
 		}
 		c.State, c.Detail = provision.ToDo, fmt.Sprintf("reinstall claude %s: %s", st.Version, why)
 		c.Data = &claudePlan{version: st.Version, platform: platform, src: src}
 		return c, nil
+	}
+	if run.Status {
+		return notInstalled(c, AgentClaude, st, pin, channel), nil
 	}
 	ccfg := cfg
 	ccfg.Claude.Version = pin
@@ -318,7 +324,7 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	if err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
 	}
-	prev := loadState(run, StepClaude)
+	prev := loadState(&run.View, StepClaude)
 	if err := sgd.place(StepClaude, ClaudeDir, p.version, "version"); err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
 	}

@@ -36,7 +36,7 @@ func TestNoOpRunDownloadsNothing(t *testing.T) {
 	// receipt's stat stamps and reads none (the real binary is 250 MB).
 	hashed := 0
 	old := hashFile
-	hashFile = func(r *provision.Root, p string) (string, error) { hashed++; return old(r, p) }
+	hashFile = func(r provision.FileReader, p string) (string, error) { hashed++; return old(r, p) }
 	defer func() { hashFile = old }()
 	rep = install(t, root, cfg)
 	wantStatus(t, rep, StepClaude, provision.StatusOK)
