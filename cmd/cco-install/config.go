@@ -570,7 +570,8 @@ func (c *Config) Lines() []configLine {
 		l := configLine{Key: k.name, Value: val, Source: c.Source(k.name)}
 		for _, p := range c.Problems {
 			if p.Key == k.name {
-				l.Problem, l.Line, l.Column = p.Message, p.Line, p.Column
+				// The bad value was dropped: the default stands.
+				l.Problem, l.Line, l.Column, l.Source = p.Message, p.Line, p.Column, "default"
 			}
 		}
 		out = append(out, l)

@@ -47,3 +47,75 @@ func TestRefusesNonRootWithoutRoot(t *testing.T) {
 		t.Errorf("the refusal must name the command to use; stderr: %s", stderr.String())
 	}
 }
+
+// status needs no root: run as nobody over an installed tree it may read,
+// it checks everything it can, exits 0 when in sync, and says what it
+// skipped because only root may read there (a 0700 home).
+func TestStatusWithoutRoot(t *testing.T) {
+	if args := os.Getenv("CCO_TEST_NONROOT_ARGS"); args != "" {
+		os.Exit(run(strings.Fields(args), os.Stdin, os.Stdout, os.Stderr))
+	}
+	testenv.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "cco-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{"etc", "home/alice"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\n"), 0o644)
+	os.Chown(filepath.Join(root, "home/alice"), 1000, 1000)
+	os.Chmod(filepath.Join(root, "home/alice"), 0o700)
+	shadow := filepath.Join(dir, "shadow")
+	os.WriteFile(shadow, []byte("#!/bin/sh\n"), 0o755)
+	t.Setenv("CCO_SHADOW_PATH", shadow)
+	t.Setenv("CCO_EGRESS_PROXY_PATH", shadow)
+	t.Setenv("CCO_AGENTS", "")
+	t.Setenv("CCO_IMAGE", "no")
+	t.Setenv("CCO_USERS", "alice")
+	var out bytes.Buffer
+	if code := run([]string{"--root", root}, nil, &out, &out); code != 0 {
+		t.Fatalf("install: exit %d: %s", code, out.String())
+	}
+	exe := filepath.Join(dir, "cco-install.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := treeStamp(t, root)
+	cmd := exec.Command(exe, "-test.run=^TestStatusWithoutRoot$")
+	cmd.Env = append(os.Environ(), "CCO_TEST_NONROOT_ARGS=status --root "+root)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("status as nobody: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "in sync") {
+		t.Errorf("status as nobody is not in sync:\n%s", stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "skipped  alice's home (/home/alice): only root can read it") {
+		t.Errorf("status must say it skipped the 0700 home:\n%s", stdout.String())
+	}
+	if after := treeStamp(t, root); after != before {
+		t.Errorf("status changed the tree")
+	}
+}
+
+// treeStamp lists every path below dir with its mode, size and mtime.
+func treeStamp(t *testing.T, dir string) string {
+	var sb strings.Builder
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			sb.WriteString(p + " " + fi.Mode().String() + " " + fi.ModTime().String() + "\n")
+		}
+		return nil
+	})
+	return sb.String()
+}

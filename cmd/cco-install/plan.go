@@ -98,6 +98,16 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 		provision.SetNoChown(true)
 		run.Logf("image build: owners are left to the builder, and the shadow checks user namespaces at launch")
 	}
+	if !provision.IsRoot() {
+		switch {
+		case run.DryRun && run.Root.IsHost():
+			// The real run is root's: preview its owners.
+			provision.SetPlanOwner(0, 0)
+		case run.Status:
+			// Whoever installed it owns it; status checks the bytes and modes.
+			provision.SetPlanOwner(-1, -1)
+		}
+	}
 	uid, gid := provision.SystemUID(), provision.SystemGID()
 	users := append(append([]string(nil), cfg.Users...), receiptUsers(run.Receipt)...)
 	if u := os.Getenv("SUDO_USER"); u != "" {
