@@ -152,9 +152,20 @@ func Execute(run *Run, steps []Step) *Report {
 	rep := &Report{Schema: ReportSchema, Version: Version, Root: run.Root.Dir(), DryRun: run.DryRun}
 	outcome := map[string]string{}
 	for _, s := range steps {
+		// Interrupted (SIGINT, SIGTERM): the step in flight has rolled
+		// back on its context; no further step starts.
+		if run.Ctx != nil && run.Ctx.Err() != nil {
+			rep.Interrupted = true
+			rep.add(StepReport{ID: s.ID(), Name: s.Name(), Status: StatusSkipped, Detail: "not started: the run was interrupted"})
+			outcome[s.ID()] = StatusSkipped
+			continue
+		}
 		sr := run.step(s, outcome)
 		outcome[s.ID()] = sr.Status
 		rep.add(sr)
+	}
+	if run.Ctx != nil && run.Ctx.Err() != nil {
+		rep.Interrupted = true
 	}
 	if err := run.SaveReceipt(); err != nil {
 		rep.add(StepReport{ID: "receipt", Name: "write the receipt", Status: StatusFailed, Detail: err.Error(), Paths: []string{ReceiptPath}})

@@ -21,14 +21,16 @@ const (
 
 // Report is the outcome of a run, one entry per step.
 type Report struct {
-	Schema    int          `json:"schema"`
-	Version   string       `json:"version"`
-	Root      string       `json:"root"`
-	DryRun    bool         `json:"dry_run"`
-	Changed   int          `json:"changed"`
-	Conflicts int          `json:"conflicts"`
-	Failed    int          `json:"failed"`
-	Steps     []StepReport `json:"steps"`
+	Schema    int    `json:"schema"`
+	Version   string `json:"version"`
+	Root      string `json:"root"`
+	DryRun    bool   `json:"dry_run"`
+	Changed   int    `json:"changed"`
+	Conflicts int    `json:"conflicts"`
+	Failed    int    `json:"failed"`
+	// Interrupted is set when SIGINT or SIGTERM stopped the run.
+	Interrupted bool         `json:"interrupted,omitempty"`
+	Steps       []StepReport `json:"steps"`
 }
 
 // StepReport is one step's line.

@@ -282,12 +282,13 @@ func (s *netSource) small(ctx context.Context, url string) ([]byte, error) {
 func (s *netSource) download(ctx context.Context, url string, dst *os.File, h hash.Hash, limit int64) (int64, error) {
 	var written int64
 	var bar *transfer
+	var err error
 	defer func() {
 		if bar != nil {
-			bar.done()
+			bar.done(err == nil)
 		}
 	}()
-	err := s.retry(ctx, url, func() error {
+	err = s.retry(ctx, url, func() error {
 		resp, wd, cancel, err := s.get(ctx, url, written)
 		if err != nil {
 			return err

@@ -205,7 +205,7 @@ func TestProgressBarOnlyWhenAsked(t *testing.T) {
 	var b bytes.Buffer
 	tr := newProgress(&b, "always").start("http://store/claude", 1000)
 	tr.Write(make([]byte, 500))
-	tr.done()
+	tr.done(true)
 	if !strings.Contains(b.String(), "\r") || !strings.Contains(b.String(), "50%") {
 		t.Errorf("always drew no bar: %q", b.String())
 	}
