@@ -92,6 +92,8 @@ type Run struct {
 
 	receiptBytes []byte
 	backupStamp  string
+	// warnings are what the step being applied asked to tell (Warn).
+	warnings []string
 	// lockDirs are the directories AcquireLock created for the lock.
 	lockDirs []string
 }
@@ -121,6 +123,14 @@ func (run *Run) SaveReceipt() error {
 	b, err := run.Receipt.Save(run.Root, run.receiptBytes)
 	run.receiptBytes = b
 	return err
+}
+
+// Warn adds a warning to the report of the step being applied: what the
+// operator must hear even when the step succeeded (an integrity failure at
+// a source that a fallback then replaced, a check that could not be made).
+func (run *Run) Warn(msg string) {
+	run.warnings = append(run.warnings, msg)
+	run.Logf("warning: %s", msg)
 }
 
 // BackupDir is this run's directory for the old bytes of files that --force
@@ -248,7 +258,9 @@ func (run *Run) step(s Step, outcome map[string]string) StepReport {
 		sr.Status = StatusTodo
 		return sr
 	}
+	run.warnings = nil
 	detail, err := s.Apply(run, c)
+	sr.Warnings = append(sr.Warnings, run.warnings...)
 	if saveErr := run.SaveReceipt(); saveErr != nil && err == nil {
 		err = saveErr
 	}

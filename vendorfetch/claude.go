@@ -1,6 +1,7 @@
 package vendorfetch
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"regexp"
 	"strings"
 
@@ -76,7 +78,7 @@ func fetchClaude(ctx context.Context, src source, cfg Config, sg *signer, versio
 		}
 		return nil, fmt.Errorf("fetching the manifest: %w", err)
 	}
-	rel.verified = "sha256 only (no claude.signing_key configured, so the manifest's signature was not checked)"
+	rel.verified = "sha256 only (no signing key could be had, so the manifest's signature was not checked)"
 	if sg != nil {
 		if rel.sig, err = src.small(ctx, base+"/manifest.json.sig"); err != nil {
 			var nf *NotFoundError
@@ -226,9 +228,6 @@ func (s *claudeStep) Check(run *provision.View) (provision.Check, error) {
 			return c, fmt.Errorf("claude: %w", err)
 		}
 	}
-	if cfg.Claude.SigningKey == "" {
-		c.Warnings = append(c.Warnings, "claude: only the sha256 checksum is verified: set claude.signing_key to an armored copy of the vendor's key to verify the manifest's OpenPGP signature too")
-	}
 	st := loadState(run, StepClaude)
 	src, pin, channel, err := agentSource(cfg, AgentClaude, platform)
 	if err != nil {
@@ -306,6 +305,17 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	if err != nil {
 		return "", fmt.Errorf("claude: %w", err)
 	}
+	prev := loadState(&run.View, StepClaude)
+	var keyBytes []byte
+	noKey := ""
+	if cfg.Claude.SigningKey == "" && !versionLess(p.version, FirstSignedClaude) {
+		if sg, keyBytes, noKey, err = defaultSigner(run.Ctx, &run.View, p.src, cfg); err != nil {
+			return "", fmt.Errorf("claude: %w", err)
+		}
+		if noKey != "" && (prev == nil || prev.NoKey != noKey) {
+			run.Warn("claude: only the sha256 checksum is verified: " + noKey + "; set claude.signing_key to an armored copy of the vendor's key (fingerprint " + cfg.Claude.SigningFingerprint + ")")
+		}
+	}
 	sgd, err := newStaging(run, AgentClaude, StepClaude)
 	if err != nil {
 		return "", fmt.Errorf("claude: %w", err)
@@ -324,7 +334,11 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	if err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
 	}
-	prev := loadState(&run.View, StepClaude)
+	if keyBytes != nil {
+		if err := cacheKey(run, keyBytes); err != nil {
+			run.Warn("claude: the vendor's key was not cached: " + err.Error())
+		}
+	}
 	if err := sgd.place(StepClaude, ClaudeDir, p.version, "version"); err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
 	}
@@ -332,7 +346,7 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	if err := run.Record(bin, provision.KindFile, rel.checksum, StepClaude); err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
 	}
-	st := &agentState{Version: p.version, Platform: p.platform, Source: sourceName(cfg, rel.url), Verified: rel.verified}
+	st := &agentState{Version: p.version, Platform: p.platform, Source: sourceName(cfg, rel.url), Verified: rel.verified, NoKey: noKey}
 	if cfg.Claude.Version == "" && cfg.Bundle == "" {
 		st.Channel = cfg.Claude.Channel
 	}
@@ -343,4 +357,17 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 		return "", err
 	}
 	return fmt.Sprintf("installed claude %s (%s) from %s; verified %s", p.version, p.platform, sourceName(cfg, rel.url), rel.verified) + prune(run, StepClaude, ClaudeDir, st), nil
+}
+
+// cacheKey keeps the vendor's key (already matched to the fingerprint)
+// under /var/lib/cco, owned by the receipt like any file cco writes.
+func cacheKey(run *provision.Run, b []byte) error {
+	if err := run.MkdirAll(path.Dir(KeyCachePath), 0o755, StepClaude); err != nil {
+		return err
+	}
+	if err := run.Root.WriteFile(KeyCachePath, bytes.NewReader(b), 0o644, provision.SystemUID(), provision.SystemGID()); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	return run.Record(KeyCachePath, provision.KindFile, hex.EncodeToString(sum[:]), StepClaude)
 }

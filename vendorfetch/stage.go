@@ -169,6 +169,9 @@ type agentState struct {
 	Source   string `json:"source"`            // the URL (or bundle) the bytes came from
 	Verified string `json:"verified"`          // what was checked
 	Previous string `json:"previous,omitempty"`
+	// NoKey is why the manifest's signature could not be checked, so that
+	// the reason is said once, not on every run.
+	NoKey string `json:"no_key,omitempty"`
 }
 
 func loadState(run *provision.View, step string) *agentState {

@@ -185,6 +185,9 @@ func (s *codexStep) Apply(run *provision.Run, c provision.Check) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("codex %s: %w", p.version, err)
 	}
+	for _, w := range rel.warnings {
+		run.Warn(w)
+	}
 	res, err := unpackCodex(sgd, rel, cfg.UnpackLimit)
 	if err != nil {
 		return "", fmt.Errorf("codex %s: %w", p.version, err)
