@@ -92,6 +92,9 @@ type Run struct {
 
 	receiptBytes []byte
 	backupStamp  string
+	// QuietSteps leaves each applied step's line out of the log: the text
+	// report that follows lists it, and the operator reads it once.
+	QuietSteps bool
 	// warnings are what the step being applied asked to tell (Warn).
 	warnings []string
 	// lockDirs are the directories AcquireLock created for the lock.
@@ -269,7 +272,9 @@ func (run *Run) step(s Step, outcome map[string]string) StepReport {
 		return sr
 	}
 	sr.Status, sr.Detail = StatusChanged, detail
-	run.Logf("%s: %s", s.ID(), detail)
+	if !run.QuietSteps {
+		run.Logf("%s: %s", s.ID(), detail)
+	}
 	if run.AfterStep != nil {
 		run.AfterStep(s.ID())
 	}

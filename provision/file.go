@@ -331,7 +331,7 @@ func (f *File) diff(run *View, fi fs.FileInfo) string {
 	var old []byte
 	if fi != nil {
 		if fi.Size() > 1<<20 {
-			return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.target(), f.target())
+			return fmt.Sprintf("(%s: a large file, its diff is not shown)\n", f.target())
 		}
 		b, err := run.Root.ReadFile(f.target())
 		if err != nil {
@@ -345,10 +345,12 @@ func (f *File) diff(run *View, fi fs.FileInfo) string {
 	} else if st, err := os.Stat(f.SourcePath); err == nil && st.Size() <= 1<<20 {
 		new, _ = os.ReadFile(f.SourcePath)
 	} else {
-		return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.target(), f.target())
+		return fmt.Sprintf("(%s: a large file, its diff is not shown)\n", f.target())
 	}
+	// A binary gets one line, no diff headers: a patch tool would take
+	// headers for a patch it cannot apply.
 	if !isText(old) || !isText(new) {
-		return fmt.Sprintf("--- %s\n+++ %s\n(binary file: not shown)\n", f.target(), f.target())
+		return fmt.Sprintf("(%s: a binary file, its diff is not shown)\n", f.target())
 	}
 	oldLabel := f.target()
 	if fi == nil {

@@ -96,7 +96,7 @@ func (rep *Report) WriteText(w io.Writer) {
 		width = max(width, len(s.ID))
 	}
 	for _, s := range rep.Steps {
-		fmt.Fprintf(w, "%-8s %-*s  %s\n", s.Status, width, s.ID, s.Detail)
+		fmt.Fprintf(w, "%-8s %-*s  %s\n", s.Status, width, s.ID, shorten(s.Detail))
 		for _, warn := range s.Warnings {
 			fmt.Fprintf(w, "%-8s %-*s  warning: %s\n", "", width, "", warn)
 		}
@@ -123,4 +123,18 @@ func (rep *Report) WriteText(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "%d %s, %d conflicts, %d failed (of %d steps)\n", rep.Changed, verb, rep.Conflicts, rep.Failed, len(rep.Steps))
 	}
+}
+
+// maxParts is how many "; "-separated parts of a step's detail the text
+// report shows: an uninstall or a login step may name hundreds of paths,
+// which the JSON report keeps whole.
+const maxParts = 4
+
+// shorten cuts a long list in a detail to its first parts and a count.
+func shorten(detail string) string {
+	parts := strings.Split(detail, "; ")
+	if len(parts) <= maxParts+1 {
+		return detail
+	}
+	return strings.Join(parts[:maxParts], "; ") + fmt.Sprintf("; ... and %d more (--json lists them all)", len(parts)-maxParts)
 }

@@ -425,6 +425,9 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 	}
 	run.DryRun, run.Force, run.Diff = o.dryRun, o.force, o.diff
 	run.Log = sio.errOut
+	// The text report lists every step once; with --json, stderr's lines
+	// are the only words for people.
+	run.QuietSteps = !o.json
 	var lock *provision.Lock
 	if !o.dryRun {
 		if lock, err = provision.AcquireLock(run, cfg.LockTimeout); err != nil {
