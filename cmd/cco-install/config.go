@@ -257,9 +257,16 @@ func dropLine(text []byte, n int) bool {
 	return false
 }
 
-// lineOf finds where the dotted key is set in the file: its line and column
-// (1-based), or 0, 0.
-func lineOf(b []byte, full string) (int, int) {
+// fileKey is one "key = value" line of the file: its dotted key (with the
+// table it is in), line and column (1-based).
+type fileKey struct {
+	key       string
+	line, col int
+}
+
+// fileKeys lists the file's key lines, a table header setting the prefix.
+func fileKeys(b []byte) []fileKey {
+	var out []fileKey
 	table := ""
 	for i, l := range strings.Split(string(b), "\n") {
 		t := strings.TrimSpace(l)
@@ -271,37 +278,32 @@ func lineOf(b []byte, full string) (int, int) {
 		if !ok {
 			continue
 		}
-		k := strings.Trim(strings.TrimSpace(name), `"`)
+		n := strings.TrimSpace(name)
+		k := strings.Trim(n, `"`)
 		if table != "" {
 			k = table + "." + k
 		}
-		if k == full {
-			return i + 1, strings.Index(l, strings.TrimSpace(name)) + 1
+		out = append(out, fileKey{k, i + 1, strings.Index(l, n) + 1})
+	}
+	return out
+}
+
+// lineOf finds where the dotted key is set in the file, or 0, 0.
+func lineOf(b []byte, full string) (int, int) {
+	for _, k := range fileKeys(b) {
+		if k.key == full {
+			return k.line, k.col
 		}
 	}
 	return 0, 0
 }
 
-// keyAt names the key set on line n (1-based), if any.
+// keyAt names the key set on line n, if any.
 func keyAt(b []byte, n int) (string, bool) {
-	table := ""
-	for i, l := range strings.Split(string(b), "\n") {
-		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "[") {
-			table = strings.Trim(t, "[] \t")
+	for _, k := range fileKeys(b) {
+		if k.line == n {
+			return k.key, true
 		}
-		if i+1 != n {
-			continue
-		}
-		name, _, ok := strings.Cut(t, "=")
-		if !ok {
-			return "", false
-		}
-		k := strings.TrimSpace(name)
-		if table != "" {
-			k = table + "." + k
-		}
-		return k, true
 	}
 	return "", false
 }

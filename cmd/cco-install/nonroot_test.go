@@ -19,26 +19,11 @@ func TestRefusesNonRootWithoutRoot(t *testing.T) {
 		os.Exit(run([]string{"--force"}, os.Stdin, os.Stdout, os.Stderr))
 	}
 	testenv.RequireRoot(t)
-	dir, err := os.MkdirTemp("", "cco-nonroot-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	exe := filepath.Join(dir, "cco-install.test")
-	b, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^TestRefusesNonRootWithoutRoot$")
-	cmd.Env = append(os.Environ(), "CCO_TEST_AS_NONROOT=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	dir := nobodyDir(t)
+	cmd := asNobody(t, dir, "TestRefusesNonRootWithoutRoot", "CCO_TEST_AS_NONROOT=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != 2 {
 		t.Fatalf("want exit 2, got %v; stderr: %s", err, stderr.String())
@@ -56,12 +41,7 @@ func TestStatusWithoutRoot(t *testing.T) {
 		os.Exit(run(strings.Fields(args), os.Stdin, os.Stdout, os.Stderr))
 	}
 	testenv.RequireRoot(t)
-	dir, err := os.MkdirTemp("", "cco-nonroot-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
+	dir := nobodyDir(t)
 	root := filepath.Join(dir, "root")
 	for _, d := range []string{"etc", "home/alice"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
@@ -80,18 +60,8 @@ func TestStatusWithoutRoot(t *testing.T) {
 	if code := run([]string{"--root", root}, nil, &out, &out); code != 0 {
 		t.Fatalf("install: exit %d: %s", code, out.String())
 	}
-	exe := filepath.Join(dir, "cco-install.test")
-	b, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	before := treeStamp(t, root)
-	cmd := exec.Command(exe, "-test.run=^TestStatusWithoutRoot$")
-	cmd.Env = append(os.Environ(), "CCO_TEST_NONROOT_ARGS=status --root "+root)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd := asNobody(t, dir, "TestStatusWithoutRoot", "CCO_TEST_NONROOT_ARGS=status --root "+root)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -118,4 +88,33 @@ func treeStamp(t *testing.T, dir string) string {
 		return nil
 	})
 	return sb.String()
+}
+
+// nobodyDir is a temporary directory that nobody may enter (t.TempDir's
+// parents are root's alone), removed after the test.
+func nobodyDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "cco-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	return dir
+}
+
+// asNobody runs this test binary's test as uid 65534 with env added: a copy
+// in dir, since nobody cannot reach the go test build directory.
+func asNobody(t *testing.T, dir, test string, env ...string) *exec.Cmd {
+	exe := filepath.Join(dir, "cco-install.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	return cmd
 }
