@@ -114,6 +114,9 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		switch sr.Status {
 		case provision.StatusTodo, provision.StatusConflict:
 		case provision.StatusFailed:
+			if anyReported(reported, sr.Paths) {
+				continue // the receipt check named the cause (a missing file)
+			}
 			rep.Failed++
 			rep.InSync = false
 			rep.Findings = append(rep.Findings, provision.Finding{ID: sr.ID, Path: first(sr.Paths), Detail: sr.ID + " could not be checked: " + sr.Detail, Fix: "fix what it names, then run status again"})
@@ -121,11 +124,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		default:
 			continue
 		}
-		dup := false
-		for _, p := range sr.Paths {
-			dup = dup || reported[p]
-		}
-		if dup {
+		if anyReported(reported, sr.Paths) {
 			continue
 		}
 		for _, p := range sr.Paths {
@@ -185,6 +184,15 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	}
 	rep.WriteText(stdout)
 	return rep.ExitCode(), nil
+}
+
+func anyReported(reported map[string]bool, paths []string) bool {
+	for _, p := range paths {
+		if reported[p] {
+			return true
+		}
+	}
+	return false
 }
 
 func first(paths []string) string {

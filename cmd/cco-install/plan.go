@@ -86,10 +86,18 @@ func (b binary) find(cfg *Config) (path, why string, err error) {
 // shadow.
 func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, error) {
 	src, err := shadowBinary.source(run, cfg)
+	if err != nil && run.Status {
+		// A health check on a host without the package's copy: the
+		// installed bytes, checked against the receipt, are the reference.
+		src, err = run.Root.HostPath(BinDir+"/"+knownAgents[0]), nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	proxySrc, err := egressProxyBinary.source(run, cfg)
+	if err != nil && run.Status {
+		proxySrc, err = run.Root.HostPath(EgressProxyPath), nil
+	}
 	if err != nil {
 		return nil, err
 	}
