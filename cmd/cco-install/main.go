@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
@@ -325,6 +327,12 @@ marked with its line and column, and the rest are still shown (exit 1).`,
 				return runError{provision.ExitFailed, err}
 			}
 			hdr := &doc.GenManHeader{Title: "CCO-INSTALL", Section: "8", Source: "cco " + provision.Version, Manual: "cco"}
+			// A release build sets SOURCE_DATE_EPOCH: the pages are then
+			// byte-for-byte reproducible.
+			if sec, err := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64); err == nil {
+				d := time.Unix(sec, 0).UTC()
+				hdr.Date = &d
+			}
 			root.DisableAutoGenTag = true
 			if err := doc.GenManTree(root, hdr, args[0]); err != nil {
 				return runError{provision.ExitFailed, err}
