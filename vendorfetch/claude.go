@@ -41,6 +41,8 @@ type claudeRelease struct {
 	size              int64
 	url               string // where the bytes came from
 	verified          string // what was checked, for the report
+	// warnings name copies that failed verification before this one.
+	warnings []string
 }
 
 // resolveClaude names the version to install: the pin, or the channel's
@@ -117,9 +119,15 @@ func fetchClaude(ctx context.Context, src source, cfg Config, sg *signer, versio
 		unix.Unlinkat(int(dir.Fd()), "claude.partial", 0)
 	}()
 	for _, a := range found {
-		if err := adopt(a, rel, dir); err == nil {
+		err := adopt(a, rel, dir)
+		if err == nil {
 			rel.url = "adopted " + a.name
 			return rel, nil
+		}
+		if strings.Contains(err.Error(), "mismatch") {
+			// A copy in a home that is not the release: loud, even though
+			// the download then installs the right bytes.
+			rel.warnings = append(rel.warnings, fmt.Sprintf("claude: the copy at %s failed verification (%v); the release was downloaded instead", a.name, err))
 		}
 		unix.Unlinkat(int(dir.Fd()), "claude.partial", 0)
 	}
@@ -333,6 +341,9 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	rel, err := fetchClaude(run.Ctx, p.src, cfg, sg, p.version, p.platform, vdir, found)
 	if err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
+	}
+	for _, w := range rel.warnings {
+		run.Warn(w)
 	}
 	if keyBytes != nil {
 		if err := cacheKey(run, keyBytes); err != nil {
