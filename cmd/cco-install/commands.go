@@ -89,8 +89,14 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	}
 	image := isImage(v.Root, cfg, o)
 	probs := preflight(v.Root, cfg, image)
-	if !image && len(probs) == 0 {
+	switch {
+	case image || len(probs) > 0:
+	case provision.IsRoot():
 		probs = usernsProblem(v.Root, image, userns.RealHost.Probe)
+	case v.Root.IsHost():
+		// The probe runs bwrap as nobody, the way an agent's user does:
+		// switching to nobody needs root.
+		st.Notes = append(st.Notes, "the user-namespace probe: it runs bwrap as nobody, which only root can; run `sudo cco-install status` to check it")
 	}
 	for _, p := range probs {
 		rep.AddFinding(provision.Finding{ID: p.ID, Path: p.Path, Detail: p.Detail, Fix: p.Fix})
