@@ -1,7 +1,8 @@
 // Package login links the agents' login state into a shared directory, for
-// devcontainers that mount one host directory holding the user's logins:
-// ~/.claude, ~/.claude.json and ~/.codex become links into it. Forge tokens
-// never go there.
+// devcontainers that mount one host directory holding the users' logins:
+// ~/.claude, ~/.claude.json and ~/.codex become links into the user's own
+// <dir>/<user>/, owned by the user with mode 0700, so that one user's login
+// is never linked into another's home. Forge tokens never go there.
 package login
 
 import (
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -35,9 +37,14 @@ type todo struct {
 	user *provision.User
 	item string
 	dir  bool
+	// others are the step's users, to find whose an old shared item is.
+	others []*provision.User
 }
 
-func (s *Step) users(run *provision.Run) ([]*provision.User, []string) {
+// UserDir is u's own directory in the share.
+func (s *Step) UserDir(u *provision.User) string { return path.Join(s.Dir, u.Name) }
+
+func (s *Step) users(run *provision.View) ([]*provision.User, []string) {
 	names := s.Users
 	if len(names) == 0 {
 		names = []string{"root"}
@@ -56,7 +63,7 @@ func (s *Step) users(run *provision.Run) ([]*provision.User, []string) {
 }
 
 // usable reports why the share cannot be used, or "".
-func (s *Step) usable(run *provision.Run) string {
+func (s *Step) usable(run *provision.View) string {
 	fi, err := run.Root.Lstat(s.Dir)
 	if err != nil || !fi.IsDir() {
 		return fmt.Sprintf("shared_login_dir %s is missing: the agents keep their login in local directories (a re-login in this container)", s.Dir)
@@ -67,7 +74,7 @@ func (s *Step) usable(run *provision.Run) string {
 	return ""
 }
 
-func (s *Step) Check(run *provision.Run) (provision.Check, error) {
+func (s *Step) Check(run *provision.View) (provision.Check, error) {
 	c := provision.Check{Paths: []string{s.Dir}}
 	if why := s.usable(run); why != "" {
 		c.State, c.Detail, c.Warnings = provision.Done, "shared login store not used", []string{why}
@@ -83,11 +90,11 @@ func (s *Step) Check(run *provision.Run) (provision.Check, error) {
 			continue
 		}
 		for _, it := range Items {
-			want := path.Join(s.Dir, it.Name)
+			want := path.Join(s.UserDir(u), it.Name)
 			if l, err := h.Readlink(it.Name); err == nil && l == want {
 				continue
 			}
-			work = append(work, todo{u, it.Name, it.Dir})
+			work = append(work, todo{u, it.Name, it.Dir, users})
 			c.Paths = append(c.Paths, h.Path(it.Name))
 		}
 		h.Close()
@@ -97,7 +104,7 @@ func (s *Step) Check(run *provision.Run) (provision.Check, error) {
 		return c, nil
 	}
 	c.State, c.Data = provision.ToDo, work
-	c.Detail = fmt.Sprintf("link %d login paths into %s", len(work), s.Dir)
+	c.Detail = fmt.Sprintf("link %d login paths into each user's own directory under %s", len(work), s.Dir)
 	return c, nil
 }
 
@@ -120,11 +127,28 @@ func (s *Step) link(run *provision.Run, w todo) (string, error) {
 		return "", err
 	}
 	defer h.Close()
-	shared := path.Join(s.Dir, w.item)
-	_, serr := run.Root.Lstat(shared)
-	_, lerr := h.Lstat(w.item)
-	local := h.Path(w.item)
+	own := s.UserDir(w.user)
+	if err := userDir(run, own, w.user); err != nil {
+		return "", err
+	}
+	shared := path.Join(own, w.item)
+	old := path.Join(s.Dir, w.item)
 	msg := ""
+	_, serr := run.Root.Lstat(shared)
+	// An install that shared one directory among all users: its item goes
+	// to the user who owns it (or the only user), never to another.
+	if ofi, err := run.Root.Lstat(old); err == nil && errors.Is(serr, fs.ErrNotExist) && oldOwner(ofi, w.others) == w.user {
+		if err := run.Root.Rename(old, shared); err != nil {
+			return "", fmt.Errorf("moving %s into %s: %w", old, own, err)
+		}
+		msg = fmt.Sprintf("moved %s to %s; ", old, shared)
+		_, serr = run.Root.Lstat(shared)
+	}
+	_, lerr := h.Lstat(w.item)
+	if l, err := h.Readlink(w.item); err == nil && (l == old || l == shared) {
+		lerr = fs.ErrNotExist // the old layout's link: relinked below
+	}
+	local := h.Path(w.item)
 	switch {
 	case serr == nil && lerr == nil:
 		// Both have data: the share wins, the local copy is kept aside.
@@ -135,22 +159,22 @@ func (s *Step) link(run *provision.Run, w todo) (string, error) {
 		if err := h.MoveOut(w.item, where); err != nil {
 			return "", err
 		}
-		msg = fmt.Sprintf("adopted %s (the local copy is at %s)", shared, where)
+		msg += fmt.Sprintf("adopted %s (the local copy is at %s)", shared, where)
 	case serr == nil:
-		msg = "adopted " + shared
+		msg += "adopted " + shared
 	case lerr == nil:
 		// Seed the share from the local data.
 		if err := h.MoveOut(w.item, shared); err != nil {
 			return "", err
 		}
-		msg = fmt.Sprintf("seeded %s from %s", shared, local)
+		msg += fmt.Sprintf("seeded %s from %s", shared, local)
 	case errors.Is(serr, fs.ErrNotExist) && errors.Is(lerr, fs.ErrNotExist):
 		if w.dir {
 			if _, err := run.Root.MkdirAll(shared, 0o700, w.user.UID, w.user.GID); err != nil {
 				return "", err
 			}
 		}
-		msg = "created " + shared
+		msg += "created " + shared
 	default:
 		return "", errors.Join(serr, lerr)
 	}
@@ -161,4 +185,39 @@ func (s *Step) link(run *provision.Run, w todo) (string, error) {
 		return "", err
 	}
 	return msg + "; linked " + local, nil
+}
+
+// userDir makes u's own directory in the share: a real directory (never a
+// link), owned by u, mode 0700.
+func userDir(run *provision.Run, dir string, u *provision.User) error {
+	if _, err := run.Root.MkdirAll(dir, 0o700, u.UID, u.GID); err != nil {
+		return err
+	}
+	fi, err := run.Root.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (a symlink?): move it away, then run cco-install again", run.Root.HostPath(dir))
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && provision.IsRoot() && (int(st.Uid) != u.UID || fi.Mode().Perm() != 0o700) {
+		return fmt.Errorf("%s belongs to uid %d with mode %04o, not to %s with 0700: fix it (chown %s; chmod 0700), then run cco-install again", run.Root.HostPath(dir), st.Uid, fi.Mode().Perm(), u.Name, u.Name)
+	}
+	return nil
+}
+
+// oldOwner is the user an old shared item goes to: the one whose uid owns
+// it, else the only user.
+func oldOwner(fi fs.FileInfo, users []*provision.User) *provision.User {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		for _, u := range users {
+			if int(st.Uid) == u.UID {
+				return u
+			}
+		}
+	}
+	if len(users) == 1 {
+		return users[0]
+	}
+	return nil
 }

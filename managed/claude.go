@@ -41,7 +41,7 @@ func newClaudeStep(cfg Config) *claudeStep {
 func (s *claudeStep) ID() string   { return s.file.StepID }
 func (s *claudeStep) Name() string { return s.file.StepName }
 
-func (s *claudeStep) Check(run *provision.Run) (provision.Check, error) {
+func (s *claudeStep) Check(run *provision.View) (provision.Check, error) {
 	c, err := s.file.Check(run)
 	if err != nil {
 		return c, err
@@ -62,7 +62,7 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 // values: disableAllHooks (a scalar: the last file that sets it wins), an env
 // key of ours or enableAllProjectMcpServers set differently by a file merged
 // after ours, a file that does not parse.
-func (s *claudeStep) defeats(root *provision.Root) []string {
+func (s *claudeStep) defeats(root provision.FileReader) []string {
 	ours := s.file.Path
 	var warns []string
 	var disable, mcp *wiring.ClaudeLayer

@@ -88,7 +88,7 @@ func requirementsSnippet(p wiring.CodexPolicy) string {
 func (s *codexStep) ID() string   { return s.file.StepID }
 func (s *codexStep) Name() string { return s.file.StepName }
 
-func (s *codexStep) Check(run *provision.Run) (provision.Check, error) {
+func (s *codexStep) Check(run *provision.View) (provision.Check, error) {
 	path := s.file.Path
 	fi, err := run.Root.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -103,7 +103,7 @@ func (s *codexStep) Check(run *provision.Run) (provision.Check, error) {
 	return s.foreign(run, fi)
 }
 
-func (s *codexStep) foreign(run *provision.Run, fi fs.FileInfo) (provision.Check, error) {
+func (s *codexStep) foreign(run *provision.View, fi fs.FileInfo) (provision.Check, error) {
 	path := s.file.Path
 	c := provision.Check{Paths: []string{path}}
 	if fi.IsDir() {

@@ -101,7 +101,7 @@ type failStep struct {
 
 func (s *failStep) ID() string   { return s.id }
 func (s *failStep) Name() string { return "check the managed policy configuration" }
-func (s *failStep) Check(*provision.Run) (provision.Check, error) {
+func (s *failStep) Check(*provision.View) (provision.Check, error) {
 	return provision.Check{}, s.err
 }
 func (s *failStep) Apply(*provision.Run, provision.Check) (string, error) { return "", s.err }

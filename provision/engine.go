@@ -50,6 +50,10 @@ type Check struct {
 	Forceable bool
 	// Warnings are shown to the operator whatever the state.
 	Warnings []string
+	// Installed and Available are a vendor step's findings for status: the
+	// installed version, and the newer release its channel offers when a
+	// bounded check could tell.
+	Installed, Available string
 	// Data carries whatever Check learned that Apply needs (a resolved
 	// version, say), so Apply does not have to find it out again.
 	Data any
@@ -61,9 +65,10 @@ type Step interface {
 	ID() string
 	// Name is for people.
 	Name() string
-	// Check inspects the target and reports; it never writes to the target
-	// (it may update stat stamps in run.Receipt, which only an apply saves).
-	Check(run *Run) (Check, error)
+	// Check inspects the target and reports. It sees the target through a
+	// Reader, which has no write method (it may update stat stamps in
+	// Receipt, which only an apply saves).
+	Check(run *View) (Check, error)
 	// Apply makes the change Check found to do (or, with --force, resolves a
 	// forceable conflict) and records what it now owns in run.Receipt. It
 	// returns a line saying what it did.
@@ -77,22 +82,21 @@ type Needer interface {
 
 // Run is the context every step sees.
 type Run struct {
-	Ctx     context.Context
-	Root    *Root
-	Receipt *Receipt
-	DryRun  bool
-	Force   bool
-	Diff    bool
-	// Log receives progress lines for people (stderr, never stdout).
-	Log io.Writer
-	// Now is the clock, for backup names.
-	Now func() time.Time
+	// View is what Checks see; Root below (the same tree) is Apply's, with
+	// the write methods.
+	View
+	Root *Root
 	// AfterStep, when set, is called after each applied step: the test seam
 	// for crash-safety tests that kill the installer between steps.
 	AfterStep func(id string)
 
 	receiptBytes []byte
 	backupStamp  string
+	// QuietSteps leaves each applied step's line out of the log: the text
+	// report that follows lists it, and the operator reads it once.
+	QuietSteps bool
+	// warnings are what the step being applied asked to tell (Warn).
+	warnings []string
 	// lockDirs are the directories AcquireLock created for the lock.
 	lockDirs []string
 }
@@ -103,14 +107,7 @@ func NewRun(ctx context.Context, root *Root) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Run{Ctx: ctx, Root: root, Receipt: rc, receiptBytes: b, Log: io.Discard, Now: time.Now}, nil
-}
-
-// Logf writes a progress line for people.
-func (run *Run) Logf(format string, args ...any) {
-	if run.Log != nil {
-		fmt.Fprintf(run.Log, format+"\n", args...)
-	}
+	return &Run{View: View{Ctx: ctx, Root: root.ReadOnly(), Receipt: rc, Log: io.Discard, Now: time.Now}, Root: root, receiptBytes: b}, nil
 }
 
 // SaveReceipt writes the receipt if its content changed. Never in a dry run.
@@ -129,6 +126,14 @@ func (run *Run) SaveReceipt() error {
 	b, err := run.Receipt.Save(run.Root, run.receiptBytes)
 	run.receiptBytes = b
 	return err
+}
+
+// Warn adds a warning to the report of the step being applied: what the
+// operator must hear even when the step succeeded (an integrity failure at
+// a source that a fallback then replaced, a check that could not be made).
+func (run *Run) Warn(msg string) {
+	run.warnings = append(run.warnings, msg)
+	run.Logf("warning: %s", msg)
 }
 
 // BackupDir is this run's directory for the old bytes of files that --force
@@ -160,9 +165,20 @@ func Execute(run *Run, steps []Step) *Report {
 	rep := &Report{Schema: ReportSchema, Version: Version, Root: run.Root.Dir(), DryRun: run.DryRun}
 	outcome := map[string]string{}
 	for _, s := range steps {
+		// Interrupted (SIGINT, SIGTERM): the step in flight has rolled
+		// back on its context; no further step starts.
+		if run.Ctx != nil && run.Ctx.Err() != nil {
+			rep.Interrupted = true
+			rep.add(StepReport{ID: s.ID(), Name: s.Name(), Status: StatusSkipped, Detail: "not started: the run was interrupted"})
+			outcome[s.ID()] = StatusSkipped
+			continue
+		}
 		sr := run.step(s, outcome)
 		outcome[s.ID()] = sr.Status
 		rep.add(sr)
+	}
+	if run.Ctx != nil && run.Ctx.Err() != nil {
+		rep.Interrupted = true
 	}
 	if err := run.SaveReceipt(); err != nil {
 		rep.add(StepReport{ID: "receipt", Name: "write the receipt", Status: StatusFailed, Detail: err.Error(), Paths: []string{ReceiptPath}})
@@ -170,7 +186,25 @@ func Execute(run *Run, steps []Step) *Report {
 	return rep
 }
 
-func (run *Run) step(s Step, outcome map[string]string) StepReport {
+// Plan runs every step's Check over the read-only view and reports what an
+// apply would do. It is what status and a dry run are: it cannot write.
+func Plan(v *View, steps []Step) *Report {
+	rep := &Report{Schema: ReportSchema, Version: Version, Root: v.Root.Dir(), DryRun: true}
+	outcome := map[string]string{}
+	for _, s := range steps {
+		sr, _, _ := check(v, s, outcome)
+		if sr.Status == "" {
+			sr.Status = StatusTodo
+		}
+		outcome[s.ID()] = sr.Status
+		rep.add(sr)
+	}
+	return rep
+}
+
+// check runs one step's Check. An empty status in the report means the step
+// has something to apply (c says what).
+func check(v *View, s Step, outcome map[string]string) (StepReport, Check, bool) {
 	sr := StepReport{ID: s.ID(), Name: s.Name()}
 	if n, ok := s.(Needer); ok {
 		for _, dep := range n.Needs() {
@@ -178,46 +212,58 @@ func (run *Run) step(s Step, outcome map[string]string) StepReport {
 			if st := outcome[dep]; st == StatusFailed || st == StatusSkipped {
 				sr.Status = StatusSkipped
 				sr.Detail = fmt.Sprintf("skipped: it needs %s, which %s", dep, st)
-				return sr
+				return sr, Check{}, false
 			}
 		}
 	}
-	c, err := s.Check(run)
+	c, err := s.Check(v)
 	sr.Paths = c.Paths
 	sr.Snippet = c.Snippet
 	sr.Warnings = c.Warnings
-	if run.Diff {
+	sr.Installed, sr.Available = c.Installed, c.Available
+	if v.Diff {
 		sr.Diff = c.Diff
 	}
 	if err != nil {
 		sr.Status, sr.Detail = StatusFailed, err.Error()
-		return sr
+		return sr, c, false
 	}
 	sr.Detail = c.Detail
 	if c.Fix != "" {
 		sr.Detail += "; " + c.Fix
 	}
+	sr.Fix = c.Fix
 	switch c.State {
 	case Done:
 		sr.Status = StatusOK
-		return sr
+		return sr, c, false
 	case Skip:
 		sr.Status = StatusSkipped
-		return sr
+		return sr, c, false
 	case Conflict:
-		if !(run.Force && c.Forceable) {
+		if !(v.Force && c.Forceable) {
 			sr.Status = StatusConflict
-			return sr
+			return sr, c, false
 		}
+		if v.DryRun {
+			sr.Detail += " (--force would replace it, keeping a backup)"
+		}
+	}
+	return sr, c, true
+}
+
+func (run *Run) step(s Step, outcome map[string]string) StepReport {
+	sr, c, apply := check(run.ReadOnly(), s, outcome)
+	if !apply {
+		return sr
 	}
 	if run.DryRun {
 		sr.Status = StatusTodo
-		if c.State == Conflict {
-			sr.Detail += " (--force would replace it, keeping a backup)"
-		}
 		return sr
 	}
+	run.warnings = nil
 	detail, err := s.Apply(run, c)
+	sr.Warnings = append(sr.Warnings, run.warnings...)
 	if saveErr := run.SaveReceipt(); saveErr != nil && err == nil {
 		err = saveErr
 	}
@@ -226,7 +272,9 @@ func (run *Run) step(s Step, outcome map[string]string) StepReport {
 		return sr
 	}
 	sr.Status, sr.Detail = StatusChanged, detail
-	run.Logf("%s: %s", s.ID(), detail)
+	if !run.QuietSteps {
+		run.Logf("%s: %s", s.ID(), detail)
+	}
 	if run.AfterStep != nil {
 		run.AfterStep(s.ID())
 	}

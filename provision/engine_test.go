@@ -269,7 +269,7 @@ type snippetStep struct{}
 
 func (snippetStep) ID() string   { return "test.snippet" }
 func (snippetStep) Name() string { return "a snippet" }
-func (snippetStep) Check(*Run) (Check, error) {
+func (snippetStep) Check(*View) (Check, error) {
 	return Check{State: Done, Detail: "merge by hand", Snippet: "key = 1\n"}, nil
 }
 func (snippetStep) Apply(*Run, Check) (string, error) { return "", errors.New("never applied") }
@@ -297,7 +297,7 @@ type skipStep struct{}
 
 func (skipStep) ID() string                        { return "test.disabled" }
 func (skipStep) Name() string                      { return "a disabled step" }
-func (skipStep) Check(*Run) (Check, error)         { return Check{State: Skip, Detail: "disabled"}, nil }
+func (skipStep) Check(*View) (Check, error)        { return Check{State: Skip, Detail: "disabled"}, nil }
 func (skipStep) Apply(*Run, Check) (string, error) { return "", errors.New("never applied") }
 
 // A dry run predicts an apply: a step that needs a skipped one is skipped in

@@ -42,7 +42,7 @@ type File struct {
 	KeepExisting bool
 	// Describe, when set, names what a foreign file at Path is (an npm
 	// install, a vendor's installer), for the conflict message.
-	Describe func(run *Run, fi fs.FileInfo) string
+	Describe func(run *View, fi fs.FileInfo) string
 	// Fix overrides the default advice for a foreign file.
 	Fix string
 	// DependsOn lists step ids this step needs.
@@ -65,7 +65,7 @@ type fileData struct {
 	backup     bool
 }
 
-func (f *File) Check(run *Run) (Check, error) {
+func (f *File) Check(run *View) (Check, error) {
 	c := Check{Paths: f.paths()}
 	fi, err := run.Root.Lstat(f.target())
 	entry := run.Receipt.Paths[f.target()]
@@ -88,7 +88,7 @@ func (f *File) Check(run *Run) (Check, error) {
 			c.State, c.Detail = Done, fmt.Sprintf("%s exists and is not cco's: left as it is", f.target())
 			return c, nil
 		}
-		what := DescribeForeign(run, f.target(), fi)
+		what := Describe(run.Root, f.target(), fi)
 		if f.Describe != nil {
 			if d := f.Describe(run, fi); d != "" {
 				what = d
@@ -102,7 +102,7 @@ func (f *File) Check(run *Run) (Check, error) {
 		return c, nil
 	}
 	if !fi.Mode().IsRegular() {
-		c.State, c.Detail, c.Forceable = Conflict, fmt.Sprintf("%s was cco's file and is now %s", f.target(), DescribeForeign(run, f.target(), fi)), true
+		c.State, c.Detail, c.Forceable = Conflict, fmt.Sprintf("%s was cco's file and is now %s", f.target(), Describe(run.Root, f.target(), fi)), true
 		c.Fix = "--force replaces it and keeps what is there under " + StateDir + "/backups"
 		c.Data = &fileData{backup: true}
 		return c, nil
@@ -169,7 +169,7 @@ func (f *File) Check(run *Run) (Check, error) {
 // desired returns the sha256 and size of the bytes the step wants. For a
 // host source whose stat matches the one recorded when cco last copied it,
 // the recorded hash is used: a no-op run reads no large file.
-func (f *File) desired(run *Run, entry *Entry) (string, int64, error) {
+func (f *File) desired(run *View, entry *Entry) (string, int64, error) {
 	if f.Content != nil {
 		s := sha256.Sum256(f.Content)
 		return hex.EncodeToString(s[:]), int64(len(f.Content)), nil
@@ -327,11 +327,11 @@ func (run *Run) Backup(target string) (string, error) {
 	return dst, nil
 }
 
-func (f *File) diff(run *Run, fi fs.FileInfo) string {
+func (f *File) diff(run *View, fi fs.FileInfo) string {
 	var old []byte
 	if fi != nil {
 		if fi.Size() > 1<<20 {
-			return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.target(), f.target())
+			return fmt.Sprintf("(%s: a large file, its diff is not shown)\n", f.target())
 		}
 		b, err := run.Root.ReadFile(f.target())
 		if err != nil {
@@ -345,10 +345,12 @@ func (f *File) diff(run *Run, fi fs.FileInfo) string {
 	} else if st, err := os.Stat(f.SourcePath); err == nil && st.Size() <= 1<<20 {
 		new, _ = os.ReadFile(f.SourcePath)
 	} else {
-		return fmt.Sprintf("--- %s\n+++ %s\n(binary or large file: not shown)\n", f.target(), f.target())
+		return fmt.Sprintf("(%s: a large file, its diff is not shown)\n", f.target())
 	}
+	// A binary gets one line, no diff headers: a patch tool would take
+	// headers for a patch it cannot apply.
 	if !isText(old) || !isText(new) {
-		return fmt.Sprintf("--- %s\n+++ %s\n(binary file: not shown)\n", f.target(), f.target())
+		return fmt.Sprintf("(%s: a binary file, its diff is not shown)\n", f.target())
 	}
 	oldLabel := f.target()
 	if fi == nil {
@@ -371,9 +373,14 @@ func short(sum string) string {
 // DescribeForeign names what a path that cco does not own is, as precisely
 // as the file itself tells: operators must know what they are asked to move.
 func DescribeForeign(run *Run, target string, fi fs.FileInfo) string {
+	return Describe(run.Root, target, fi)
+}
+
+// Describe is DescribeForeign over any reader of the target.
+func Describe(r FileReader, target string, fi fs.FileInfo) string {
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		l, _ := run.Root.Readlink(target)
+		l, _ := r.Readlink(target)
 		switch {
 		case strings.Contains(l, "node_modules"):
 			return fmt.Sprintf("a symlink to %s (an npm global install)", l)
@@ -386,7 +393,7 @@ func DescribeForeign(run *Run, target string, fi fs.FileInfo) string {
 	case fi.IsDir():
 		return "a directory"
 	case fi.Mode().IsRegular():
-		if f, err := run.Root.Open(target); err == nil {
+		if f, err := r.Open(target); err == nil {
 			head := make([]byte, 256)
 			n, _ := io.ReadFull(f, head)
 			f.Close()

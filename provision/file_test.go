@@ -29,7 +29,7 @@ func checkOnly(t *testing.T, r *Root, s Step) Check {
 	t.Helper()
 	run := newRun(t, r)
 	run.DryRun = true
-	c, err := s.Check(run)
+	c, err := s.Check(run.ReadOnly())
 	if err != nil {
 		t.Fatalf("check: %v", err)
 	}

@@ -252,7 +252,7 @@ func HashReader(r io.Reader) (string, int64, error) {
 }
 
 // HashFile hashes target inside root.
-func HashFile(r *Root, target string) (string, error) {
+func HashFile(r FileReader, target string) (string, error) {
 	f, err := r.Open(target)
 	if err != nil {
 		return "", err
@@ -272,12 +272,23 @@ var noChown bool
 // SetNoChown makes every write leave owners alone (image builds).
 func SetNoChown(v bool) { noChown = v }
 
+// planOwner, when set, is the owner that a run which writes nothing (status,
+// a dry run) plans for: a non-root caller previews root's run, not a chown
+// to itself.
+var planOwner *[2]int
+
+// SetPlanOwner sets the owner a read-only run plans for (-1: any owner).
+func SetPlanOwner(uid, gid int) { planOwner = &[2]int{uid, gid} }
+
 // SystemUID and SystemGID are the owner of the files cco writes: root's, or
 // the invoking user's when an unprivileged run stages into --root; -1 (leave
 // the owner alone) in an image build.
 func SystemUID() int {
 	if noChown {
 		return -1
+	}
+	if planOwner != nil {
+		return planOwner[0]
 	}
 	return os.Geteuid()
 }
@@ -286,6 +297,9 @@ func SystemUID() int {
 func SystemGID() int {
 	if noChown {
 		return -1
+	}
+	if planOwner != nil {
+		return planOwner[1]
 	}
 	if os.Geteuid() == 0 {
 		return 0

@@ -21,14 +21,16 @@ const (
 
 // Report is the outcome of a run, one entry per step.
 type Report struct {
-	Schema    int          `json:"schema"`
-	Version   string       `json:"version"`
-	Root      string       `json:"root"`
-	DryRun    bool         `json:"dry_run"`
-	Changed   int          `json:"changed"`
-	Conflicts int          `json:"conflicts"`
-	Failed    int          `json:"failed"`
-	Steps     []StepReport `json:"steps"`
+	Schema    int    `json:"schema"`
+	Version   string `json:"version"`
+	Root      string `json:"root"`
+	DryRun    bool   `json:"dry_run"`
+	Changed   int    `json:"changed"`
+	Conflicts int    `json:"conflicts"`
+	Failed    int    `json:"failed"`
+	// Interrupted is set when SIGINT or SIGTERM stopped the run.
+	Interrupted bool         `json:"interrupted,omitempty"`
+	Steps       []StepReport `json:"steps"`
 }
 
 // StepReport is one step's line.
@@ -41,6 +43,11 @@ type StepReport struct {
 	Snippet  string   `json:"snippet,omitempty"`
 	Diff     string   `json:"diff,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Fix is what an operator does about a conflict (also in Detail).
+	Fix string `json:"-"`
+	// Installed and Available: see Check.
+	Installed string `json:"-"`
+	Available string `json:"-"`
 }
 
 func (rep *Report) add(sr StepReport) {
@@ -89,7 +96,7 @@ func (rep *Report) WriteText(w io.Writer) {
 		width = max(width, len(s.ID))
 	}
 	for _, s := range rep.Steps {
-		fmt.Fprintf(w, "%-8s %-*s  %s\n", s.Status, width, s.ID, s.Detail)
+		fmt.Fprintf(w, "%-8s %-*s  %s\n", s.Status, width, s.ID, shorten(s.Detail))
 		for _, warn := range s.Warnings {
 			fmt.Fprintf(w, "%-8s %-*s  warning: %s\n", "", width, "", warn)
 		}
@@ -116,4 +123,18 @@ func (rep *Report) WriteText(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "%d %s, %d conflicts, %d failed (of %d steps)\n", rep.Changed, verb, rep.Conflicts, rep.Failed, len(rep.Steps))
 	}
+}
+
+// maxParts is how many "; "-separated parts of a step's detail the text
+// report shows: an uninstall or a login step may name hundreds of paths,
+// which the JSON report keeps whole.
+const maxParts = 4
+
+// shorten cuts a long list in a detail to its first parts and a count.
+func shorten(detail string) string {
+	parts := strings.Split(detail, "; ")
+	if len(parts) <= maxParts+1 {
+		return detail
+	}
+	return strings.Join(parts[:maxParts], "; ") + fmt.Sprintf("; ... and %d more (--json lists them all)", len(parts)-maxParts)
 }

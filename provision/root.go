@@ -314,7 +314,7 @@ func move(a *Root, from string, b *Root, to string) error {
 	if !errors.Is(err, syscall.EXDEV) {
 		return fmt.Errorf("moving %s to %s: %w", a.HostPath(from), b.HostPath(to), unwrapLink(err))
 	}
-	if err := copyTree(pf, pt); err != nil {
+	if err := copyTreeAt(pf, pt); err != nil {
 		return fmt.Errorf("copying %s to %s across devices: %w", a.HostPath(from), b.HostPath(to), err)
 	}
 	if err := os.RemoveAll(pf); err != nil {
@@ -339,99 +339,6 @@ func unwrapLink(err error) error {
 		return le.Err
 	}
 	return err
-}
-
-// copyTree copies a file, link or directory tree from src to dst (staged
-// under a temporary name and renamed into place), keeping modes and owners.
-func copyTree(src, dst string) error {
-	tmp := dst + ".cco-copy"
-	os.RemoveAll(tmp)
-	if err := copyEntry(src, tmp); err != nil {
-		os.RemoveAll(tmp)
-		return err
-	}
-	return os.Rename(tmp, dst)
-}
-
-func copyEntry(src, dst string) error {
-	fi, err := os.Lstat(src)
-	if err != nil {
-		return err
-	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		l, err := os.Readlink(src)
-		if err != nil {
-			return err
-		}
-		if err := os.Symlink(l, dst); err != nil {
-			return err
-		}
-		if st != nil {
-			if err := os.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil {
-				return err
-			}
-		}
-		return keepMtime(dst, fi)
-	case fi.IsDir():
-		if err := os.Mkdir(dst, fi.Mode().Perm()); err != nil {
-			return err
-		}
-		ents, err := os.ReadDir(src)
-		if err != nil {
-			return err
-		}
-		for _, e := range ents {
-			if err := copyEntry(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
-				return err
-			}
-		}
-	case fi.Mode().IsRegular():
-		in, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm())
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		if err := out.Sync(); err != nil {
-			out.Close()
-			return err
-		}
-		if err := out.Close(); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("%s: refusing to copy a special file", src)
-	}
-	// Owner first: a chown clears the setuid and setgid bits being copied.
-	if st != nil {
-		if err := chown(dst, int(st.Uid), int(st.Gid)); err != nil {
-			return err
-		}
-	}
-	if err := os.Chmod(dst, fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
-		return err
-	}
-	return keepMtime(dst, fi)
-}
-
-// keepMtime gives a copy its original's times, so that a file moved across
-// devices and back is as it was.
-func keepMtime(dst string, fi fs.FileInfo) error {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	ts := []unix.Timespec{unix.NsecToTimespec(st.Atim.Nano()), unix.NsecToTimespec(st.Mtim.Nano())}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // chown sets an owner, tolerating EPERM only when the file already has the

@@ -342,7 +342,7 @@ func TestCopyTree(t *testing.T) {
 	for _, name := range []string{"", "bin/claude", "share/link"} {
 		from := filepath.Join(src, name)
 		to := filepath.Join(dstDir, "copy-"+strings.ReplaceAll(name, "/", "-"))
-		if err := copyTree(from, to); err != nil {
+		if err := copyTreeAt(from, to); err != nil {
 			t.Fatalf("copyTree(%s): %v", name, err)
 		}
 		if got, want := describeTree(t, to), describeTree(t, from); got != want {
@@ -356,7 +356,7 @@ func TestCopyTree(t *testing.T) {
 	// A special file stops the copy and leaves nothing half-made.
 	syscall.Mkfifo(filepath.Join(src, "share/fifo"), 0o644)
 	to := filepath.Join(dstDir, "bad")
-	if err := copyTree(src, to); err == nil || !strings.Contains(err.Error(), "fifo") {
+	if err := copyTreeAt(src, to); err == nil || !strings.Contains(err.Error(), "fifo") {
 		t.Fatalf("copying a fifo: %v", err)
 	}
 	if _, err := os.Lstat(to); err == nil {

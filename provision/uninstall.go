@@ -222,7 +222,9 @@ func (run *Run) restore(r Relocation) error {
 		}
 		return h.MoveIn(r.To, rel)
 	}
-	if _, err := run.Root.Lstat(r.From); err == nil {
+	// A dry run has not removed the owned file (the shadow) that the real
+	// run removes first: that one is no obstacle.
+	if _, err := run.Root.Lstat(r.From); err == nil && !(run.DryRun && run.Receipt.Paths[r.From] != nil) {
 		return fmt.Errorf("%s exists again (a new install?): the original stays at %s; move it back by hand if you want it", r.From, r.To)
 	}
 	if run.DryRun {

@@ -21,7 +21,7 @@ type User struct {
 }
 
 // LookupUser finds name in the target's /etc/passwd.
-func LookupUser(root *Root, name string) (*User, error) {
+func LookupUser(root FileReader, name string) (*User, error) {
 	users, err := Users(root)
 	if err != nil {
 		return nil, err
@@ -35,7 +35,7 @@ func LookupUser(root *Root, name string) (*User, error) {
 }
 
 // LookupUID finds the account with uid in the target's /etc/passwd.
-func LookupUID(root *Root, uid int) (*User, error) {
+func LookupUID(root FileReader, uid int) (*User, error) {
 	users, err := Users(root)
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func LookupUID(root *Root, uid int) (*User, error) {
 }
 
 // Users lists the target's accounts; a missing /etc/passwd is an empty list.
-func Users(root *Root) ([]*User, error) {
+func Users(root FileReader) ([]*User, error) {
 	b, err := root.ReadFile("/etc/passwd")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

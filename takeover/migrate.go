@@ -25,13 +25,13 @@ const (
 
 // IsBashSandboxShadow reports whether the file at p is the bash
 // claude-sandbox's shadow script.
-func IsBashSandboxShadow(root *provision.Root, p string) bool {
+func IsBashSandboxShadow(root provision.FileReader, p string) bool {
 	return mentions(root, p, 64<<10, "#!")
 }
 
 // mentions reports whether the first limit bytes of p name claude-sandbox
 // (and start with prefix, when given).
-func mentions(root *provision.Root, p string, limit int64, prefix string) bool {
+func mentions(root provision.FileReader, p string, limit int64, prefix string) bool {
 	f, err := root.Open(p)
 	if err != nil {
 		return false
@@ -49,7 +49,7 @@ func (Migration) Name() string { return "take over what the bash claude-sandbox 
 
 type leftover struct{ path, kind, what string }
 
-func (Migration) leftovers(run *provision.Run) []leftover {
+func (Migration) leftovers(run *provision.View) []leftover {
 	var out []leftover
 	if fi, err := run.Root.Lstat(bashTree); err == nil && fi.IsDir() {
 		out = append(out, leftover{bashTree, provision.KindDir, "the bash claude-sandbox's scripts"})
@@ -65,7 +65,7 @@ func (Migration) leftovers(run *provision.Run) []leftover {
 	return out
 }
 
-func (m Migration) Check(run *provision.Run) (provision.Check, error) {
+func (m Migration) Check(run *provision.View) (provision.Check, error) {
 	found := m.leftovers(run)
 	c := provision.Check{Data: found}
 	if len(found) == 0 {

@@ -106,7 +106,7 @@ type RCStep struct {
 func (s *RCStep) ID() string   { return "takeover.rc" }
 func (s *RCStep) Name() string { return "the vendors' PATH blocks in shell start-up files" }
 
-func (s *RCStep) scan(run *provision.Run) ([]Block, []string) {
+func (s *RCStep) scan(run *provision.View) ([]Block, []string) {
 	var blocks []Block
 	var warnings []string
 	st := &Step{cfg: Config{Users: s.Users}}
@@ -137,7 +137,7 @@ func (s *RCStep) scan(run *provision.Run) ([]Block, []string) {
 	return blocks, warnings
 }
 
-func (s *RCStep) Check(run *provision.Run) (provision.Check, error) {
+func (s *RCStep) Check(run *provision.View) (provision.Check, error) {
 	blocks, warnings := s.scan(run)
 	c := provision.Check{Warnings: warnings, Data: blocks}
 	removable := 0
@@ -209,7 +209,7 @@ func (s *RCStep) Apply(run *provision.Run, c provision.Check) (string, error) {
 
 // RCSteps is the takeover.rc step when some home has a ~/.local/bin PATH
 // line to report (or, with fix, to remove); otherwise nothing.
-func RCSteps(run *provision.Run, users []string, fix bool) []provision.Step {
+func RCSteps(run *provision.View, users []string, fix bool) []provision.Step {
 	s := &RCStep{Users: users, FixRC: fix}
 	if blocks, warnings := s.scan(run); len(blocks) == 0 && len(warnings) == 0 {
 		return nil

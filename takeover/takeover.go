@@ -45,7 +45,7 @@ type Step struct {
 // takeover.codex, each only when this machine has something for it to take
 // over (the plan shows only what remains). They run before the shadow steps
 // so that the shadow's names are free when those run.
-func Steps(run *provision.Run, cfg Config) []provision.Step {
+func Steps(run *provision.View, cfg Config) []provision.Step {
 	var steps []provision.Step
 	if len(Migration{}.leftovers(run)) > 0 {
 		steps = append(steps, Migration{})
@@ -63,7 +63,7 @@ func (s *Step) ID() string   { return "takeover." + s.Agent }
 func (s *Step) Name() string { return "move the vendor's own " + s.Agent + " out of the shadow's way" }
 
 // users are root plus the configured accounts that exist in the target.
-func (s *Step) users(run *provision.Run) []*provision.User {
+func (s *Step) users(run *provision.View) []*provision.User {
 	var out []*provision.User
 	seen := map[string]bool{}
 	for _, name := range append([]string{"root"}, s.cfg.Users...) {
@@ -82,7 +82,7 @@ func (s *Step) users(run *provision.Run) []*provision.User {
 
 // finds lists what is in the way, and the problems it could not look past
 // (a symlinked ~/.local: refused, reported).
-func (s *Step) finds(run *provision.Run) ([]find, []string) {
+func (s *Step) finds(run *provision.View) ([]find, []string) {
 	var out []find
 	var warnings []string
 	for _, dir := range []string{"/usr/local/bin", "/usr/bin"} {
@@ -129,7 +129,7 @@ func kindOf(fi fs.FileInfo) string {
 
 // recognise names a vendor install in a system bin directory, or returns ""
 // for anything else (which the shadow step then reports as foreign).
-func (s *Step) recognise(run *provision.Run, p string, fi fs.FileInfo) string {
+func (s *Step) recognise(run *provision.View, p string, fi fs.FileInfo) string {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		l, err := run.Root.Readlink(p)
 		if err == nil && strings.Contains(l, "node_modules") {
@@ -143,7 +143,7 @@ func (s *Step) recognise(run *provision.Run, p string, fi fs.FileInfo) string {
 	return ""
 }
 
-func (s *Step) recogniseHome(h *provision.Home, rel string, fi fs.FileInfo) string {
+func (s *Step) recogniseHome(h *provision.HomeView, rel string, fi fs.FileInfo) string {
 	if fi.Mode()&fs.ModeSymlink == 0 {
 		return ""
 	}
@@ -162,7 +162,7 @@ func (s *Step) recogniseHome(h *provision.Home, rel string, fi fs.FileInfo) stri
 	return ""
 }
 
-func (s *Step) Check(run *provision.Run) (provision.Check, error) {
+func (s *Step) Check(run *provision.View) (provision.Check, error) {
 	finds, warnings := s.finds(run)
 	c := provision.Check{Warnings: warnings, Data: finds}
 	if len(finds) == 0 {

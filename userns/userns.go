@@ -82,7 +82,7 @@ type Options struct {
 
 // Steps returns the userns.apparmor step when it has work or owns the
 // profile; an image build gets a warning instead of a probe.
-func Steps(run *provision.Run, o Options) ([]provision.Step, []string) {
+func Steps(run *provision.View, o Options) ([]provision.Step, []string) {
 	if o.Image {
 		return nil, []string{"image build: the user-namespace probe is skipped; the shadow checks at launch and names the fix"}
 	}
@@ -111,7 +111,7 @@ func (s *step) file() *provision.File {
 		UID: provision.SystemUID(), GID: provision.SystemGID(), Content: []byte(Profile)}
 }
 
-func (s *step) Check(run *provision.Run) (provision.Check, error) {
+func (s *step) Check(run *provision.View) (provision.Check, error) {
 	if s.o.NoAppArmor {
 		if _, owned := run.Receipt.Paths[ProfilePath]; !owned {
 			return provision.Check{State: provision.Conflict, Paths: []string{ProfilePath},

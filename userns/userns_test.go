@@ -44,7 +44,7 @@ func TestBlockedUsernsInstallsAndLoadsTheProfile(t *testing.T) {
 	dir := t.TempDir()
 	f := &fakeHost{restricted: true, probeErr: errors.New("setting up uid map: Permission denied")}
 	run := newRun(t, dir)
-	steps, _ := Steps(run, Options{SameKernel: true, Host: f.host()})
+	steps, _ := Steps(&run.View, Options{SameKernel: true, Host: f.host()})
 	if len(steps) != 1 || steps[0].ID() != "userns.apparmor" {
 		t.Fatalf("want the userns.apparmor step, got %v", steps)
 	}
@@ -66,7 +66,7 @@ func TestBlockedUsernsInstallsAndLoadsTheProfile(t *testing.T) {
 	// Owned, it stays in the plan (and is kept as written) without a new probe.
 	run2 := newRun(t, dir)
 	f.probes = 0
-	steps, _ = Steps(run2, Options{SameKernel: true, Host: f.host()})
+	steps, _ = Steps(&run2.View, Options{SameKernel: true, Host: f.host()})
 	if rep := provision.Execute(run2, steps); len(steps) != 1 || rep.Changed != 0 || rep.Steps[0].Status != "ok" {
 		t.Fatalf("second run: %+v", rep.Steps)
 	}
@@ -79,7 +79,7 @@ func TestNoAppArmorRefusesWithTheFix(t *testing.T) {
 	dir := t.TempDir()
 	f := &fakeHost{restricted: true, probeErr: errors.New("denied")}
 	run := newRun(t, dir)
-	steps, _ := Steps(run, Options{SameKernel: true, NoAppArmor: true, Host: f.host()})
+	steps, _ := Steps(&run.View, Options{SameKernel: true, NoAppArmor: true, Host: f.host()})
 	rep := provision.Execute(run, steps)
 	if rep.ExitCode() != provision.ExitConflict || !strings.Contains(rep.Steps[0].Detail, "apparmor_parser -r") {
 		t.Fatalf("want a conflict naming the fix, got %+v", rep.Steps)
@@ -98,7 +98,7 @@ func TestNoStepWhereUsernsWorks(t *testing.T) {
 		"restricted but allowed": {restricted: true, probeErr: nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			steps, _ := Steps(newRun(t, t.TempDir()), Options{SameKernel: true, Host: f.host()})
+			steps, _ := Steps(newRun(t, t.TempDir()).ReadOnly(), Options{SameKernel: true, Host: f.host()})
 			if len(steps) != 0 {
 				t.Fatalf("no step expected, got %v", steps)
 			}
@@ -108,7 +108,7 @@ func TestNoStepWhereUsernsWorks(t *testing.T) {
 
 func TestImageBuildSkipsTheProbeWithAWarning(t *testing.T) {
 	f := &fakeHost{restricted: true, probeErr: errors.New("denied")}
-	steps, warnings := Steps(newRun(t, t.TempDir()), Options{SameKernel: true, Image: true, Host: f.host()})
+	steps, warnings := Steps(newRun(t, t.TempDir()).ReadOnly(), Options{SameKernel: true, Image: true, Host: f.host()})
 	if len(steps) != 0 || f.probes != 0 {
 		t.Fatalf("an image build must not probe: steps %v, probes %d", steps, f.probes)
 	}
@@ -119,7 +119,7 @@ func TestImageBuildSkipsTheProbeWithAWarning(t *testing.T) {
 
 func TestStagedRootIsNotProbed(t *testing.T) {
 	f := &fakeHost{restricted: true, probeErr: errors.New("denied")}
-	steps, _ := Steps(newRun(t, t.TempDir()), Options{SameKernel: false, Host: f.host()})
+	steps, _ := Steps(newRun(t, t.TempDir()).ReadOnly(), Options{SameKernel: false, Host: f.host()})
 	if len(steps) != 0 || f.probes != 0 {
 		t.Fatalf("a staged root runs on another kernel: steps %v, probes %d", steps, f.probes)
 	}

@@ -371,3 +371,18 @@ func writeBundleFile(out, tmp string, idx bundleIndex, small map[string][]byte, 
 	ok = true
 	return nil
 }
+
+// CheckBundle is the quick look a preflight takes at a bundle: readable, xz,
+// and starting with cco's index. The whole stream is checked when it is used.
+func CheckBundle(path string) error {
+	b := &bundleSource{path: path}
+	f, xr, err := b.openXZ()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if h, err := tar.NewReader(xr).Next(); err != nil || h.Name != bundleIndexName {
+		return fmt.Errorf("the bundle %s does not start with %s: not a cco bundle (make one with cco-install bundle --out FILE.tar.xz)", path, bundleIndexName)
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package vendorfetch
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"regexp"
 	"strings"
 
@@ -39,6 +41,8 @@ type claudeRelease struct {
 	size              int64
 	url               string // where the bytes came from
 	verified          string // what was checked, for the report
+	// warnings name copies that failed verification before this one.
+	warnings []string
 }
 
 // resolveClaude names the version to install: the pin, or the channel's
@@ -76,7 +80,7 @@ func fetchClaude(ctx context.Context, src source, cfg Config, sg *signer, versio
 		}
 		return nil, fmt.Errorf("fetching the manifest: %w", err)
 	}
-	rel.verified = "sha256 only (no claude.signing_key configured, so the manifest's signature was not checked)"
+	rel.verified = "sha256 only (no signing key could be had, so the manifest's signature was not checked)"
 	if sg != nil {
 		if rel.sig, err = src.small(ctx, base+"/manifest.json.sig"); err != nil {
 			var nf *NotFoundError
@@ -115,9 +119,15 @@ func fetchClaude(ctx context.Context, src source, cfg Config, sg *signer, versio
 		unix.Unlinkat(int(dir.Fd()), "claude.partial", 0)
 	}()
 	for _, a := range found {
-		if err := adopt(a, rel, dir); err == nil {
+		err := adopt(a, rel, dir)
+		if err == nil {
 			rel.url = "adopted " + a.name
 			return rel, nil
+		}
+		if strings.Contains(err.Error(), "mismatch") {
+			// A copy in a home that is not the release: loud, even though
+			// the download then installs the right bytes.
+			rel.warnings = append(rel.warnings, fmt.Sprintf("claude: the copy at %s failed verification (%v); the release was downloaded instead", a.name, err))
 		}
 		unix.Unlinkat(int(dir.Fd()), "claude.partial", 0)
 	}
@@ -216,7 +226,7 @@ type claudePlan struct {
 func (s *claudeStep) ID() string   { return StepClaude }
 func (s *claudeStep) Name() string { return "install Claude Code (" + ClaudeDir + ")" }
 
-func (s *claudeStep) Check(run *provision.Run) (provision.Check, error) {
+func (s *claudeStep) Check(run *provision.View) (provision.Check, error) {
 	cfg := s.cfg
 	c := provision.Check{Paths: []string{ClaudeDir + "/current"}}
 	platform := cfg.Platform
@@ -226,9 +236,6 @@ func (s *claudeStep) Check(run *provision.Run) (provision.Check, error) {
 			return c, fmt.Errorf("claude: %w", err)
 		}
 	}
-	if cfg.Claude.SigningKey == "" {
-		c.Warnings = append(c.Warnings, "claude: only the sha256 checksum is verified: set claude.signing_key to an armored copy of the vendor's key to verify the manifest's OpenPGP signature too")
-	}
 	st := loadState(run, StepClaude)
 	src, pin, channel, err := agentSource(cfg, AgentClaude, platform)
 	if err != nil {
@@ -237,20 +244,26 @@ func (s *claudeStep) Check(run *provision.Run) (provision.Check, error) {
 	upgrade := cfg.Upgrade[AgentClaude]
 	if st != nil && !upgrade && st.Platform == platform && (pin == st.Version || pin == "" && st.Channel == channel) {
 		ok, why := intact(run, StepClaude, ClaudeDir, st.Version)
+		c.Installed = st.Version
 		if ok {
 			c.State, c.Detail = provision.Done, fmt.Sprintf("claude %s is installed (%s)", st.Version, platform)
 			if pin == "" && cfg.Bundle == "" {
 				ccfg := cfg
 				ccfg.Claude.Channel, ccfg.Retries = channel, 0
-				c.Warnings = append(c.Warnings, newerNotice(run.Ctx, AgentClaude, channel, st.Version, func(ctx context.Context) (string, error) {
+				var warns []string
+				c.Available, warns = newerNotice(run.Ctx, AgentClaude, channel, st.Version, func(ctx context.Context) (string, error) {
 					return resolveClaude(ctx, src, ccfg)
-				})...)
+				})
+				c.Warnings = append(c.Warnings, warns...)
 			}
 			return c, nil
 		}
 		c.State, c.Detail = provision.ToDo, fmt.Sprintf("reinstall claude %s: %s", st.Version, why)
 		c.Data = &claudePlan{version: st.Version, platform: platform, src: src}
 		return c, nil
+	}
+	if run.Status {
+		return notInstalled(c, AgentClaude, st, pin, channel), nil
 	}
 	ccfg := cfg
 	ccfg.Claude.Version = pin
@@ -300,6 +313,17 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	if err != nil {
 		return "", fmt.Errorf("claude: %w", err)
 	}
+	prev := loadState(&run.View, StepClaude)
+	var keyBytes []byte
+	noKey := ""
+	if cfg.Claude.SigningKey == "" && !versionLess(p.version, FirstSignedClaude) {
+		if sg, keyBytes, noKey, err = defaultSigner(run.Ctx, &run.View, p.src, cfg); err != nil {
+			return "", fmt.Errorf("claude: %w", err)
+		}
+		if noKey != "" && (prev == nil || prev.NoKey != noKey) {
+			run.Warn("claude: only the sha256 checksum is verified: " + noKey + "; set claude.signing_key to an armored copy of the vendor's key (fingerprint " + cfg.Claude.SigningFingerprint + ")")
+		}
+	}
 	sgd, err := newStaging(run, AgentClaude, StepClaude)
 	if err != nil {
 		return "", fmt.Errorf("claude: %w", err)
@@ -318,7 +342,14 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	if err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
 	}
-	prev := loadState(run, StepClaude)
+	for _, w := range rel.warnings {
+		run.Warn(w)
+	}
+	if keyBytes != nil {
+		if err := cacheKey(run, keyBytes); err != nil {
+			run.Warn("claude: the vendor's key was not cached: " + err.Error())
+		}
+	}
 	if err := sgd.place(StepClaude, ClaudeDir, p.version, "version"); err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
 	}
@@ -326,7 +357,7 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	if err := run.Record(bin, provision.KindFile, rel.checksum, StepClaude); err != nil {
 		return "", fmt.Errorf("claude %s: %w", p.version, err)
 	}
-	st := &agentState{Version: p.version, Platform: p.platform, Source: sourceName(cfg, rel.url), Verified: rel.verified}
+	st := &agentState{Version: p.version, Platform: p.platform, Source: sourceName(cfg, rel.url), Verified: rel.verified, NoKey: noKey}
 	if cfg.Claude.Version == "" && cfg.Bundle == "" {
 		st.Channel = cfg.Claude.Channel
 	}
@@ -337,4 +368,17 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 		return "", err
 	}
 	return fmt.Sprintf("installed claude %s (%s) from %s; verified %s", p.version, p.platform, sourceName(cfg, rel.url), rel.verified) + prune(run, StepClaude, ClaudeDir, st), nil
+}
+
+// cacheKey keeps the vendor's key (already matched to the fingerprint)
+// under /var/lib/cco, owned by the receipt like any file cco writes.
+func cacheKey(run *provision.Run, b []byte) error {
+	if err := run.MkdirAll(path.Dir(KeyCachePath), 0o755, StepClaude); err != nil {
+		return err
+	}
+	if err := run.Root.WriteFile(KeyCachePath, bytes.NewReader(b), 0o644, provision.SystemUID(), provision.SystemGID()); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	return run.Record(KeyCachePath, provision.KindFile, hex.EncodeToString(sum[:]), StepClaude)
 }

@@ -138,7 +138,9 @@ type codexRelease struct {
 	version, target, asset string
 	sums                   []byte
 	checksum               string
-	url                    string
+	// warnings name stores whose bytes failed verification before this one.
+	warnings []string
+	url      string
 }
 
 // fetchCodex downloads version's package for target from the first store
@@ -148,10 +150,17 @@ type codexRelease struct {
 func fetchCodex(ctx context.Context, src source, cfg Config, version, target string, digests map[string]string, dir *os.File) (*codexRelease, error) {
 	var errs []string
 	allMissing := true
+	var integrity []string
 	for _, st := range codexStores(cfg, version) {
 		rel, err := fetchCodexFrom(ctx, src, cfg, st, version, target, digests, dir)
 		if err == nil {
+			// A store that served bad bytes is loud even when another
+			// then served good ones: it is broken or attacked.
+			rel.warnings = integrity
 			return rel, nil
+		}
+		if strings.Contains(err.Error(), "mismatch") {
+			integrity = append(integrity, fmt.Sprintf("codex: %s served bytes that failed verification (%v); another store's copy was used", st.name, err))
 		}
 		unix.Unlinkat(int(dir.Fd()), "package.partial", 0)
 		var nf *NotFoundError

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"golang.org/x/net/http/httpproxy"
 )
 
@@ -27,6 +30,31 @@ func (e *NotFoundError) Error() string { return fmt.Sprintf("%s does not exist (
 type StatusError struct {
 	URL    string
 	Status int
+	// RetryAfter is the server's Retry-After (429, 503), or 0.
+	RetryAfter time.Duration
+}
+
+// As lets the retry loop see the server's Retry-After.
+func (e *StatusError) As(target any) bool {
+	if ra, ok := target.(**backoff.RetryAfterError); ok && e.RetryAfter > 0 {
+		*ra = &backoff.RetryAfterError{Duration: e.RetryAfter}
+		return true
+	}
+	return false
+}
+
+// parseRetryAfter reads Retry-After as seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 func (e *StatusError) Error() string {
@@ -148,7 +176,7 @@ func (s *netSource) get(ctx context.Context, url string, offset int64) (*http.Re
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout:
 		resp.Body.Close()
 		cancel()
-		return nil, nil, nil, &StatusError{URL: url, Status: resp.StatusCode}
+		return nil, nil, nil, &StatusError{URL: url, Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent:
 		resp.Body.Close()
 		cancel()
@@ -161,33 +189,72 @@ func (s *netSource) get(ctx context.Context, url string, offset int64) (*http.Re
 	return resp, wd, cancel, nil
 }
 
+// Retry bounds: the wait between attempts grows from the configured backoff
+// (doubling, with jitter) to maxInterval; a server's Retry-After is honoured
+// up to maxRetryAfter; and all attempts at one URL end within maxElapsed.
+var (
+	maxInterval   = 30 * time.Second
+	maxRetryAfter = 60 * time.Second
+	maxElapsed    = 2 * time.Minute
+)
+
 // retry runs op until it succeeds, fails permanently, or the attempts are
-// used up, sleeping backoff, 2*backoff, ... between attempts.
+// used up. A failure another attempt cannot fix is not retried: a local
+// disk full, read-only or forbidden (ENOSPC, EROFS, EACCES), or a machine
+// with no route or no DNS: offline, a run fails in seconds.
 func (s *netSource) retry(ctx context.Context, url string, op func() error) error {
-	var err error
-	for attempt := 0; ; attempt++ {
-		err = op()
+	exp := backoff.NewExponentialBackOff()
+	exp.InitialInterval, exp.MaxInterval, exp.Multiplier, exp.RandomizationFactor = max(s.backoff, time.Millisecond), maxInterval, 2, 0.25
+	attempts := 0
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		attempts++
+		err := op()
 		var perm permanentError
-		if err == nil || errors.As(err, &perm) {
-			if errors.As(err, &perm) {
-				return perm.error
-			}
-			return nil
+		switch {
+		case err == nil:
+			return struct{}{}, nil
+		case errors.As(err, &perm):
+			return struct{}{}, backoff.Permanent(perm.error)
+		case isLocal(err), isOffline(err):
+			return struct{}{}, backoff.Permanent(err)
 		}
-		if attempt >= s.retries {
-			break
+		var se *StatusError
+		if errors.As(err, &se) && se.RetryAfter > maxRetryAfter {
+			return struct{}{}, backoff.Permanent(fmt.Errorf("%w (the server asks to retry after %v: more than the %v cco waits)", err, se.RetryAfter, maxRetryAfter))
 		}
-		d := s.backoff << attempt
-		s.progress.logf("%s failed (%v); retrying in %v", url, err, d)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		return struct{}{}, err
+	}, backoff.WithBackOff(exp), backoff.WithMaxTries(uint(s.retries)+1), backoff.WithMaxElapsedTime(maxElapsed),
+		backoff.WithNotify(func(err error, d time.Duration) {
+			s.progress.logf("%s failed (%v); retrying in %v", url, err, d.Round(time.Millisecond))
+		}))
+	if err == nil || ctx.Err() != nil || isLocal(err) || isOffline(err) || attempts == 1 {
+		if ctx.Err() != nil && err != nil && !errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return err
+	}
+	return fmt.Errorf("%w (gave up after %d attempts)", err, attempts)
+}
+
+// isLocal reports an error of this machine's own disk: another attempt
+// would only fail the same way.
+func isLocal(err error) bool {
+	for _, e := range []error{syscall.ENOSPC, syscall.EROFS, syscall.EACCES, syscall.EDQUOT, syscall.EPERM} {
+		if errors.Is(err, e) {
+			return true
 		}
 	}
-	return fmt.Errorf("%w (gave up after %d attempts)", err, s.retries+1)
+	return false
+}
+
+// isOffline reports a machine with no way to the server: no DNS answer or
+// no route. (A refused connection or a timeout may pass: it is retried.)
+func isOffline(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) && !dns.IsTimeout {
+		return true
+	}
+	return errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH)
 }
 
 func (s *netSource) small(ctx context.Context, url string) ([]byte, error) {
@@ -215,12 +282,13 @@ func (s *netSource) small(ctx context.Context, url string) ([]byte, error) {
 func (s *netSource) download(ctx context.Context, url string, dst *os.File, h hash.Hash, limit int64) (int64, error) {
 	var written int64
 	var bar *transfer
+	var err error
 	defer func() {
 		if bar != nil {
-			bar.done()
+			bar.done(err == nil)
 		}
 	}()
-	err := s.retry(ctx, url, func() error {
+	err = s.retry(ctx, url, func() error {
 		resp, wd, cancel, err := s.get(ctx, url, written)
 		if err != nil {
 			return err

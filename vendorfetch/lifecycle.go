@@ -78,7 +78,7 @@ type rollbackStep struct{ agent, step, dir, entry string }
 func (s *rollbackStep) ID() string   { return "rollback." + s.agent }
 func (s *rollbackStep) Name() string { return "switch " + s.agent + " back to its previous version" }
 
-func (s *rollbackStep) Check(run *provision.Run) (provision.Check, error) {
+func (s *rollbackStep) Check(run *provision.View) (provision.Check, error) {
 	c := provision.Check{Paths: []string{s.dir + "/current"}}
 	st := loadState(run, s.step)
 	if st == nil {
@@ -86,6 +86,11 @@ func (s *rollbackStep) Check(run *provision.Run) (provision.Check, error) {
 	}
 	if st.Previous == "" {
 		return c, fmt.Errorf("%s %s has no previous version to roll back to", s.agent, st.Version)
+	}
+	// After a rollback the previous version is the newer one: going there
+	// would be an upgrade, which is --upgrade's to do.
+	if compareVersions(st.Previous, st.Version) >= 0 {
+		return c, fmt.Errorf("%s %s: nothing older is installed (the other kept version, %s, is newer: use --upgrade %s to go forward)", s.agent, st.Version, st.Previous, s.agent)
 	}
 	bin := s.dir + "/" + st.Previous + "/" + s.entry
 	if fi, err := run.Root.Lstat(bin); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
@@ -103,7 +108,7 @@ func (s *rollbackStep) Check(run *provision.Run) (provision.Check, error) {
 	return c, nil
 }
 
-func mustLstat(run *provision.Run, p string) fs.FileInfo {
+func mustLstat(run *provision.View, p string) fs.FileInfo {
 	fi, _ := run.Root.Lstat(p)
 	return fi
 }
@@ -216,12 +221,31 @@ var noticeTimeout = 3 * time.Second
 // than the installed one, says so with the command that upgrades. A failure
 // to resolve is no notice, never an error: nothing is fetched without
 // --upgrade.
-func newerNotice(ctx context.Context, agent, channel, installed string, resolve func(context.Context) (string, error)) []string {
+// It returns the newer version too ("" when there is none or it cannot tell).
+func newerNotice(ctx context.Context, agent, channel, installed string, resolve func(context.Context) (string, error)) (string, []string) {
 	ctx, cancel := context.WithTimeout(ctx, noticeTimeout)
 	defer cancel()
 	v, err := resolve(ctx)
 	if err != nil || compareVersions(v, installed) <= 0 {
-		return nil
+		return "", nil
 	}
-	return []string{fmt.Sprintf("%s %s is available on the %s channel (installed: %s): sudo cco-install --upgrade %s", agent, v, channel, installed, agent)}
+	return v, []string{fmt.Sprintf("%s %s is available on the %s channel (installed: %s): sudo cco-install --upgrade %s", agent, v, channel, installed, agent)}
+}
+
+// notInstalled is a health check's finding for an agent whose configured
+// release is not in place: said without resolving anything over the network.
+func notInstalled(c provision.Check, agent string, st *agentState, pin, channel string) provision.Check {
+	want := "the " + channel + " channel"
+	if pin != "" {
+		want = pin + " (pinned)"
+	}
+	c.State = provision.ToDo
+	if st == nil {
+		c.Detail = fmt.Sprintf("%s is not installed (configured: %s)", agent, want)
+	} else {
+		c.Installed = st.Version
+		c.Detail = fmt.Sprintf("%s %s is installed, but the configuration asks for %s", agent, st.Version, want)
+	}
+	c.Fix = "run `sudo cco-install` (it needs the network, or --bundle)"
+	return c
 }

@@ -15,7 +15,7 @@ var goarch = runtime.GOARCH
 // linux-x64 or linux-arm64, with -musl when the target root has a musl
 // loader (/lib/libc.musl-*.so.1). It looks inside root, not at the host:
 // under --root the machine being provisioned is another system.
-func DetectPlatform(root *provision.Root) (string, error) {
+func DetectPlatform(root provision.FileReader) (string, error) {
 	var arch string
 	switch goarch {
 	case "amd64":
@@ -34,7 +34,7 @@ func DetectPlatform(root *provision.Root) (string, error) {
 	return p, nil
 }
 
-func hasMusl(root *provision.Root) (bool, error) {
+func hasMusl(root provision.FileReader) (bool, error) {
 	d, err := root.Open("/lib")
 	if err != nil {
 		return false, nil // no /lib at all: not a musl system

@@ -97,8 +97,17 @@ func (t *transfer) set(n int64) {
 	}
 }
 
-func (t *transfer) done() {
-	if t.bar != nil {
-		t.bar.Finish()
+// done ends the bar's line: a finished transfer clears it, a cut one (an
+// error, ^C) clears it too, so the next line (the error, "interrupted")
+// starts at the left margin, never after a half-drawn bar.
+func (t *transfer) done(ok bool) {
+	if t.bar == nil {
+		return
 	}
+	if ok {
+		t.bar.Finish()
+		return
+	}
+	t.bar.Clear()
+	t.bar.Exit()
 }

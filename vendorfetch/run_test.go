@@ -36,7 +36,7 @@ func TestNoOpRunDownloadsNothing(t *testing.T) {
 	// receipt's stat stamps and reads none (the real binary is 250 MB).
 	hashed := 0
 	old := hashFile
-	hashFile = func(r *provision.Root, p string) (string, error) { hashed++; return old(r, p) }
+	hashFile = func(r provision.FileReader, p string) (string, error) { hashed++; return old(r, p) }
 	defer func() { hashFile = old }()
 	rep = install(t, root, cfg)
 	wantStatus(t, rep, StepClaude, provision.StatusOK)
@@ -205,7 +205,7 @@ func TestProgressBarOnlyWhenAsked(t *testing.T) {
 	var b bytes.Buffer
 	tr := newProgress(&b, "always").start("http://store/claude", 1000)
 	tr.Write(make([]byte, 500))
-	tr.done()
+	tr.done(true)
 	if !strings.Contains(b.String(), "\r") || !strings.Contains(b.String(), "50%") {
 		t.Errorf("always drew no bar: %q", b.String())
 	}

@@ -169,9 +169,12 @@ type agentState struct {
 	Source   string `json:"source"`            // the URL (or bundle) the bytes came from
 	Verified string `json:"verified"`          // what was checked
 	Previous string `json:"previous,omitempty"`
+	// NoKey is why the manifest's signature could not be checked, so that
+	// the reason is said once, not on every run.
+	NoKey string `json:"no_key,omitempty"`
 }
 
-func loadState(run *provision.Run, step string) *agentState {
+func loadState(run *provision.View, step string) *agentState {
 	raw, ok := run.Receipt.Extra[step]
 	if !ok {
 		return nil
@@ -199,7 +202,7 @@ func saveState(run *provision.Run, step string, st *agentState) error {
 // dir still holds the recorded bytes and dir/current points at version.
 // Stat stamps are trusted, so a no-op run reads no large file; a file
 // whose stamp changed is hashed.
-func intact(run *provision.Run, step, agentDir, version string) (bool, string) {
+func intact(run *provision.View, step, agentDir, version string) (bool, string) {
 	link := agentDir + "/current"
 	if l, err := run.Root.Readlink(link); err != nil || l != version {
 		return false, fmt.Sprintf("%s does not point at %s", link, version)

@@ -94,7 +94,7 @@ type codexPlan struct {
 func (s *codexStep) ID() string   { return StepCodex }
 func (s *codexStep) Name() string { return "install Codex (" + CodexDir + ")" }
 
-func (s *codexStep) Check(run *provision.Run) (provision.Check, error) {
+func (s *codexStep) Check(run *provision.View) (provision.Check, error) {
 	cfg := s.cfg
 	c := provision.Check{Paths: []string{CodexDir + "/current"}}
 	platform := cfg.Platform
@@ -112,21 +112,27 @@ func (s *codexStep) Check(run *provision.Run) (provision.Check, error) {
 	st := loadState(run, StepCodex)
 	if st != nil && !cfg.Upgrade[AgentCodex] && st.Platform == target && (pin == st.Version || pin == "" && st.Channel == channel) {
 		ok, why := intact(run, StepCodex, CodexDir, st.Version)
+		c.Installed = st.Version
 		if ok {
 			c.State, c.Detail = provision.Done, fmt.Sprintf("codex %s is installed (%s)", st.Version, target)
 			if pin == "" && cfg.Bundle == "" {
 				ccfg := cfg
 				ccfg.Codex.Channel, ccfg.Retries, ccfg.Codex.GitHubAPIURL = channel, 0, ""
-				c.Warnings = append(c.Warnings, newerNotice(run.Ctx, AgentCodex, channel, st.Version, func(ctx context.Context) (string, error) {
+				var warns []string
+				c.Available, warns = newerNotice(run.Ctx, AgentCodex, channel, st.Version, func(ctx context.Context) (string, error) {
 					v, _, err := resolveCodex(ctx, src, ccfg)
 					return v, err
-				})...)
+				})
+				c.Warnings = append(c.Warnings, warns...)
 			}
 			return c, nil
 		}
 		c.State, c.Detail = provision.ToDo, fmt.Sprintf("reinstall codex %s: %s", st.Version, why)
 		c.Data = &codexPlan{version: st.Version, target: target, src: src}
 		return c, nil
+	}
+	if run.Status {
+		return notInstalled(c, AgentCodex, st, pin, channel), nil
 	}
 	ccfg := cfg
 	ccfg.Codex.Version, ccfg.Codex.Channel = pin, channel
@@ -179,11 +185,14 @@ func (s *codexStep) Apply(run *provision.Run, c provision.Check) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("codex %s: %w", p.version, err)
 	}
+	for _, w := range rel.warnings {
+		run.Warn(w)
+	}
 	res, err := unpackCodex(sgd, rel, cfg.UnpackLimit)
 	if err != nil {
 		return "", fmt.Errorf("codex %s: %w", p.version, err)
 	}
-	prev := loadState(run, StepCodex)
+	prev := loadState(&run.View, StepCodex)
 	if err := sgd.place(StepCodex, CodexDir, p.version, "version"); err != nil {
 		return "", fmt.Errorf("codex %s: %w", p.version, err)
 	}

@@ -76,6 +76,13 @@ func TestRollback(t *testing.T) {
 	if st := loadStateFrom(t, root); st.Version != "2.1.299" || st.Previous != "2.1.300" {
 		t.Fatalf("state after rollback: %+v", st)
 	}
+	// A second rollback never goes forward to the newer kept version.
+	if sr := rollback(t, root, cfg); sr.Status != provision.StatusFailed || !strings.Contains(sr.Detail, "nothing older") {
+		t.Fatalf("second rollback: %+v", sr)
+	}
+	if l, _ := os.Readlink(link); l != "2.1.299" {
+		t.Fatalf("current -> %q after a second rollback, want 2.1.299 still", l)
+	}
 }
 
 func loadStateFrom(t *testing.T, root string) agentState {

@@ -38,7 +38,7 @@ func TestInstallProvisionRemove(t *testing.T) {
 	if second.Changed != 0 {
 		t.Errorf("second run changed %d steps: %+v", second.Changed, second.Steps)
 	}
-	must(t, m, Root, "/", nil, "cco-install", "status", "--verify")
+	must(t, m, Root, "/", offline, "cco-install", "status", "--verify")
 
 	t.Run("agents as a user", func(t *testing.T) {
 		skipIfStandIn(t)

@@ -3,68 +3,177 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/userns"
 	"github.com/cco-dev/cco/vendorfetch"
 )
 
-// printConfig shows every key's effective value and where it came from.
-func printConfig(cfg *Config, o *options, stdout io.Writer) error {
+// printConfig shows every key's effective value and where it came from; a
+// key that could not be read is marked with its line and column (exit 1).
+func printConfig(cfg *Config, o *options, stdout io.Writer) (int, error) {
 	lines := cfg.Lines()
+	code := provision.ExitOK
+	if len(cfg.Problems) > 0 {
+		code = provision.ExitFailed
+	}
 	if o.json {
+		o.wrote = true
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"schema": provision.ReportSchema, "file": cfg.path, "keys": lines})
+		doc := map[string]any{"schema": provision.ReportSchema, "file": cfg.path, "keys": lines}
+		if len(cfg.Problems) > 0 {
+			doc["problems"] = cfg.Problems
+		}
+		return code, enc.Encode(doc)
 	}
 	for _, l := range lines {
 		b, _ := json.Marshal(l.Value)
-		fmt.Fprintf(stdout, "%s = %s  # %s\n", l.Key, b, l.Source)
+		fmt.Fprintf(stdout, "%s = %s  # %s", l.Key, b, l.Source)
+		if l.Problem != "" {
+			fmt.Fprintf(stdout, "  # BAD: %s", l.Problem)
+		}
+		fmt.Fprintln(stdout)
 	}
-	return nil
+	for _, p := range cfg.Problems {
+		if p.Key == "" || !knownKey(p.Key) {
+			fmt.Fprintf(stdout, "# BAD: %s\n", p.Message)
+		}
+	}
+	return code, nil
 }
 
-// status compares the installation with its receipt.
+func knownKey(name string) bool {
+	for _, k := range keys {
+		if k.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// status is the plan's own checks over a read-only view of the system, with
+// the receipt's record of every owned path: one finding per cause, exit 3
+// when the host is not in sync. It writes nothing.
 func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, stdout io.Writer) (int, error) {
 	rc, _, err := provision.LoadReceipt(root)
 	if err != nil {
 		return provision.ExitFailed, err
 	}
+	v := &provision.View{Ctx: ctx, Root: root.ReadOnly(), Receipt: rc, DryRun: true, Status: true, Log: io.Discard, Now: time.Now}
 	rep := provision.CheckReceipt(root, rc, o.verify)
-	if len(rc.Paths) == 0 {
+	installed := len(rc.Paths) > 0
+	if !installed {
 		rep.AddFinding(provision.Finding{ID: "receipt", Path: provision.ReceiptPath, Detail: "cco is not installed here (no receipt)", Fix: "sudo cco-install"})
 	}
-	users := statusUsers(root, cfg)
+	st := &statusDoc{StatusReport: rep, Notes: []string{}, Warnings: []string{}}
+	// One finding per cause: a path the receipt check already reported is
+	// not reported again by the step that owns it.
 	reported := map[string]bool{}
 	for _, p := range rep.Paths {
 		if p.Status != provision.PathOK {
 			reported[p.Path] = true
 		}
 	}
-	for _, f := range wiring.Drift(root, rc, users) {
+	for _, p := range cfg.Problems {
+		rep.AddFinding(provision.Finding{ID: "config", Path: ConfigPath, Detail: p.Message, Fix: "fix the key: every install run refuses the file until then"})
+	}
+	image := isImage(v.Root, cfg, o)
+	probs := preflight(v.Root, cfg, image)
+	switch {
+	case image || len(probs) > 0:
+	case provision.IsRoot():
+		probs = usernsProblem(v.Root, image, userns.RealHost.Probe)
+	case v.Root.IsHost():
+		// The probe runs bwrap as nobody, the way an agent's user does:
+		// switching to nobody needs root.
+		st.Notes = append(st.Notes, "the user-namespace probe: it runs bwrap as nobody, which only root can; run `sudo cco-install status` to check it")
+	}
+	for _, p := range probs {
+		rep.AddFinding(provision.Finding{ID: p.ID, Path: p.Path, Detail: p.Detail, Fix: p.Fix})
+	}
+	if !provision.IsRoot() {
+		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc))...)
+	}
+	steps, err := buildPlan(v, cfg, o)
+	if err != nil {
+		rep.Failed++
+		rep.InSync = false
+		rep.Findings = append(rep.Findings, provision.Finding{ID: "plan", Detail: "the plan could not be made: " + err.Error(), Fix: "fix what it names, then run status again"})
+	}
+	plan := provision.Plan(v, steps)
+	vendor := map[string]provision.StepReport{}
+	for _, sr := range plan.Steps {
+		if strings.HasPrefix(sr.ID, "vendor.") {
+			vendor[strings.TrimPrefix(sr.ID, "vendor.")] = sr
+		}
+		st.Warnings = append(st.Warnings, sr.Warnings...)
+		switch sr.Status {
+		case provision.StatusTodo, provision.StatusConflict:
+		case provision.StatusFailed:
+			if anyReported(reported, sr.Paths) {
+				continue // the receipt check named the cause (a missing file)
+			}
+			rep.Failed++
+			rep.InSync = false
+			rep.Findings = append(rep.Findings, provision.Finding{ID: sr.ID, Path: first(sr.Paths), Detail: sr.ID + " could not be checked: " + sr.Detail, Fix: "fix what it names, then run status again"})
+			continue
+		default:
+			continue
+		}
+		if anyReported(reported, sr.Paths) {
+			continue
+		}
+		for _, p := range sr.Paths {
+			reported[p] = true
+		}
+		detail, fix := sr.Detail, sr.Fix
+		if fix != "" {
+			detail = strings.TrimSuffix(detail, "; "+fix)
+		} else {
+			fix = "run `sudo cco-install`"
+		}
+		if sr.Status == provision.StatusTodo && !strings.HasPrefix(sr.ID, "vendor.") {
+			detail = "not as installed: cco-install would " + detail
+		}
+		rep.AddFinding(provision.Finding{ID: sr.ID, Path: first(sr.Paths), Detail: detail, Fix: fix})
+	}
+	// The guard's own wiring check adds what no step looks at: a vendor
+	// binary ahead of the shadow on a user's PATH, a loosened script.
+	for _, f := range wiring.Drift(root, rc, statusUsers(v.Root, cfg, rc)) {
 		if !reported[f.Path] {
+			reported[f.Path] = true
 			rep.AddFinding(provision.Finding{ID: "guard", Path: f.Path, Detail: f.Message, Fix: f.Fix})
 		}
 	}
-	st := &statusDoc{StatusReport: rep, Agents: agentStatus(root, rc, rep), Egress: egressMode(root, rep)}
+	st.Agents = agentStatus(root, rc, rep, vendor)
+	st.Egress = egressMode(root, rep)
 	for _, a := range st.Agents {
-		if !a.GuardActive && len(rc.Paths) > 0 {
+		if !a.GuardActive && installed && !reported[a.GuardPath] {
 			rep.AddFinding(provision.Finding{ID: "guard." + a.Agent, Path: a.GuardPath, Detail: a.Agent + ": the guard is not active: " + a.GuardDetail, Fix: a.GuardFix})
 		}
 	}
 	if o.json {
+		o.wrote = true
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return rep.ExitCode(), enc.Encode(st)
 	}
 	for _, a := range st.Agents {
 		v := a.Version
-		if v == "" {
+		if !a.Installed {
 			v = "not installed"
+		} else if a.Available != nil {
+			v += " (" + *a.Available + " available)"
 		}
 		fmt.Fprintf(stdout, "%-8s %s: %s; shadow %s; guard %s\n", "agent", a.Agent, v, map[bool]string{true: "in place", false: "NOT in place"}[a.Shadow], a.Guard)
 	}
@@ -73,14 +182,58 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		egressLine += " (no network at all for the agents: set by the operator in " + sandbox.ConfigPath + ")"
 	}
 	fmt.Fprintln(stdout, egressLine)
+	for _, n := range st.Notes {
+		fmt.Fprintf(stdout, "%-8s %s\n", "skipped", n)
+	}
+	for _, w := range st.Warnings {
+		fmt.Fprintf(stdout, "%-8s %s\n", "warning", w)
+	}
 	rep.WriteText(stdout)
 	return rep.ExitCode(), nil
+}
+
+func anyReported(reported map[string]bool, paths []string) bool {
+	for _, p := range paths {
+		if reported[p] {
+			return true
+		}
+	}
+	return false
+}
+
+func first(paths []string) string {
+	if len(paths) == 0 {
+		return ""
+	}
+	return paths[0]
+}
+
+// unreadableHomes names the homes a non-root status cannot look into: what
+// it skipped because only root may read there.
+func unreadableHomes(root provision.Reader, users []*provision.User) []string {
+	var out []string
+	for _, u := range users {
+		h, err := root.OpenHome(u)
+		if err != nil {
+			continue
+		}
+		_, err = h.Lstat(".local")
+		h.Close()
+		if errors.Is(err, fs.ErrPermission) {
+			out = append(out, fmt.Sprintf("%s's home (%s): only root can read it; run `sudo cco-install status` to check it", u.Name, u.Home))
+		}
+	}
+	return out
 }
 
 // statusDoc is the status JSON: the receipt check plus one line per agent.
 type statusDoc struct {
 	*provision.StatusReport
 	Agents []agentLine `json:"agents"`
+	// Notes say what was skipped because it needs root.
+	Notes []string `json:"notes"`
+	// Warnings are the steps' own (a newer release, a weak check).
+	Warnings []string `json:"warnings"`
 	// Egress is the jail's network policy from sandbox.toml: public,
 	// allowlist or off ("off" is an operator's choice: reported, not drift).
 	Egress string `json:"egress"`
@@ -111,11 +264,16 @@ type agentLine struct {
 	Guard       string `json:"guard"`
 	GuardActive bool   `json:"guard_active"`
 	GuardPath   string `json:"guard_path,omitempty"`
-	GuardDetail string `json:"-"`
-	GuardFix    string `json:"-"`
+	// Installed: the agent's release is in place and intact.
+	Installed bool `json:"installed"`
+	// Available is the newer release on the agent's channel, when the
+	// bounded check could tell; else null.
+	Available   *string `json:"available"`
+	GuardDetail string  `json:"-"`
+	GuardFix    string  `json:"-"`
 }
 
-func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.StatusReport) []agentLine {
+func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.StatusReport, vendor map[string]provision.StepReport) []agentLine {
 	ok := map[string]bool{}
 	for _, p := range rep.Paths {
 		ok[p.Path] = p.Status == provision.PathOK
@@ -130,15 +288,27 @@ func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.Sta
 		if raw, found := rc.Extra["vendor."+w.Agent]; found && json.Unmarshal(raw, &st) == nil {
 			l.Version = st.Version
 		}
+		if sr, ok := vendor[w.Agent]; ok {
+			l.Installed = sr.Status == provision.StatusOK
+			if sr.Available != "" {
+				a := sr.Available
+				l.Available = &a
+			}
+		} else {
+			// Not configured here: installed when the receipt says so.
+			l.Installed = l.Version != ""
+		}
 		out = append(out, l)
 	}
 	return out
 }
 
-// statusUsers are the accounts whose PATH status checks: root, the invoking
-// user and the `users` key.
-func statusUsers(root *provision.Root, cfg *Config) []*provision.User {
+// statusUsers are the accounts whose homes are checked: root, the invoking
+// user, the `users` key and every user whose home the receipt took a vendor
+// install out of.
+func statusUsers(root provision.FileReader, cfg *Config, rc *provision.Receipt) []*provision.User {
 	names := append([]string{"root", os.Getenv("SUDO_USER")}, cfg.Users...)
+	names = append(names, receiptUsers(rc)...)
 	var out []*provision.User
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -163,7 +333,7 @@ func bundle(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		return provision.ExitFailed, err
 	}
 	run.Log = stderr
-	v, err := vendorConfig(cfg, run, o)
+	v, err := vendorConfig(cfg, run.ReadOnly(), o)
 	if err != nil {
 		return provision.ExitFailed, err
 	}

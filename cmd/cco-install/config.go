@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
@@ -66,6 +67,13 @@ type Config struct {
 	flags  *pflag.FlagSet
 	path   string // host path of the file, for messages
 	loaded bool   // the file exists
+	text   []byte // the file, to find a key's line
+
+	// Problems are the keys the configuration could not take: each is left
+	// at its default, so status and config still show everything else.
+	Problems []configProblem
+	// Warnings are things to tell the operator that do not stop a run.
+	Warnings []string
 
 	Agents      []string
 	Users       []string
@@ -76,6 +84,28 @@ type Config struct {
 	Retries     int
 	Backoff     time.Duration
 	Timeout     time.Duration
+}
+
+// configProblem is one key the configuration could not take.
+type configProblem struct {
+	Key     string `json:"key,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Message string `json:"message"`
+}
+
+func (p configProblem) String() string { return p.Message }
+
+// Err is the configuration's problems as one error, or nil.
+func (c *Config) Err() error {
+	if len(c.Problems) == 0 {
+		return nil
+	}
+	var lines []string
+	for _, p := range c.Problems {
+		lines = append(lines, p.Message)
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }
 
 // addConfigFlags declares the flags that also set configuration keys.
@@ -93,8 +123,10 @@ func addConfigFlags(fs *pflag.FlagSet) {
 	}
 }
 
-// loadConfig reads defaults < <root>/etc/cco/install.toml < CCO_* env < flags.
-func loadConfig(root *provision.Root, flags *pflag.FlagSet) (*Config, error) {
+// loadConfig reads defaults < <root>/etc/cco/install.toml < CCO_* env <
+// flags. A bad key is a problem recorded in the Config, not the end of it:
+// the key keeps its default and every other key is read.
+func loadConfig(root provision.FileReader, flags *pflag.FlagSet) *Config {
 	c := &Config{v: viper.New(), file: viper.New(), flags: flags, path: root.HostPath(ConfigPath)}
 	for _, k := range keys {
 		c.v.SetDefault(k.name, k.def)
@@ -103,27 +135,19 @@ func loadConfig(root *provision.Root, flags *pflag.FlagSet) (*Config, error) {
 	c.v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	c.v.AllowEmptyEnv(true)
 	c.v.AutomaticEnv()
+	c.Warnings = unknownEnv(os.Environ())
 
 	b, err := root.ReadFile(ConfigPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return nil, fmt.Errorf("reading %s: %w", c.path, err)
+		c.Problems = append(c.Problems, configProblem{Message: fmt.Sprintf("reading %s: %v (its keys are left at their defaults)", c.path, err)})
 	default:
-		c.loaded = true
+		c.loaded, c.text = true, b
+		vals := c.parseFile(b)
 		for _, v := range []*viper.Viper{c.file, c.v} {
-			v.SetConfigType("toml")
-			if err := v.ReadConfig(bytes.NewReader(b)); err != nil {
-				return nil, fmt.Errorf("%s does not parse: %v", c.path, err)
-			}
-		}
-		known := map[string]bool{}
-		for _, k := range keys {
-			known[k.name] = true
-		}
-		for _, k := range c.file.AllKeys() {
-			if !known[k] {
-				return nil, fmt.Errorf("%s: unknown key %q (the keys are listed by `cco-install config`)", c.path, k)
+			if err := v.MergeConfigMap(vals); err != nil {
+				c.Problems = append(c.Problems, configProblem{Message: fmt.Sprintf("%s: %v", c.path, err)})
 			}
 		}
 	}
@@ -134,7 +158,239 @@ func loadConfig(root *provision.Root, flags *pflag.FlagSet) (*Config, error) {
 			}
 		}
 	}
-	return c, c.decode()
+	c.decode()
+	return c
+}
+
+// parseFile reads the TOML file into the known keys' nested map. A syntax
+// error drops its line (and is a problem with line and column) and the rest
+// is read again; a key the installer does not know, or one spelled in
+// another case (keys are lower case: case folding must not hide a typo), is
+// a problem naming the closest key.
+func (c *Config) parseFile(b []byte) map[string]any {
+	text := append([]byte(nil), b...)
+	var raw map[string]any
+	for tries := 0; ; tries++ {
+		raw = nil
+		err := toml.Unmarshal(text, &raw)
+		if err == nil {
+			break
+		}
+		var de *toml.DecodeError
+		if !errors.As(err, &de) || tries > 50 {
+			c.Problems = append(c.Problems, configProblem{Message: fmt.Sprintf("%s does not parse: %v", c.path, err)})
+			return nil
+		}
+		line, col := de.Position()
+		key, _ := keyAt(b, line)
+		msg := fmt.Sprintf("%s:%d:%d: does not parse: %s (the line is ignored)", c.path, line, col, de.Error())
+		c.Problems = append(c.Problems, configProblem{Key: key, Line: line, Column: col, Message: msg})
+		if !dropLine(text, line) {
+			return nil
+		}
+	}
+	known := map[string]bool{}
+	for _, k := range keys {
+		known[k.name] = true
+	}
+	out := map[string]any{}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for name, val := range m {
+			full := prefix + name
+			if sub, ok := val.(map[string]any); ok && !known[full] {
+				walk(full+".", sub)
+				continue
+			}
+			if !known[full] {
+				line, col := lineOf(b, full)
+				msg := fmt.Sprintf("%s:%d:%d: unknown key %q", c.path, line, col, full)
+				if k := closest(full, keyNames()); k != "" {
+					msg += fmt.Sprintf(" (did you mean %q?", k) + " the keys are listed by `cco-install config`)"
+				} else {
+					msg += " (the keys are listed by `cco-install config`)"
+				}
+				c.Problems = append(c.Problems, configProblem{Key: full, Line: line, Column: col, Message: msg})
+				continue
+			}
+			set(out, full, val)
+		}
+	}
+	walk("", raw)
+	return out
+}
+
+// set puts val at the dotted key in a nested map.
+func set(m map[string]any, key string, val any) {
+	head, rest, nested := strings.Cut(key, ".")
+	if !nested {
+		m[head] = val
+		return
+	}
+	sub, _ := m[head].(map[string]any)
+	if sub == nil {
+		sub = map[string]any{}
+		m[head] = sub
+	}
+	set(sub, rest, val)
+}
+
+// dropLine blanks line n (1-based) of text, or the last non-blank line
+// before it when it is past the end or already blank (an unclosed array is
+// reported where the file ends). It reports whether it blanked anything.
+func dropLine(text []byte, n int) bool {
+	lines := bytes.SplitAfter(text, []byte("\n"))
+	if n > len(lines) {
+		n = len(lines)
+	}
+	for i := n - 1; i >= 0; i-- {
+		if len(bytes.TrimSpace(lines[i])) == 0 {
+			continue
+		}
+		for j := range lines[i] {
+			if lines[i][j] != '\n' {
+				lines[i][j] = ' '
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// fileKey is one "key = value" line of the file: its dotted key (with the
+// table it is in), line and column (1-based).
+type fileKey struct {
+	key       string
+	line, col int
+}
+
+// fileKeys lists the file's key lines, a table header setting the prefix.
+func fileKeys(b []byte) []fileKey {
+	var out []fileKey
+	table := ""
+	for i, l := range strings.Split(string(b), "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "[") {
+			table = strings.Trim(t, "[] \t")
+			continue
+		}
+		name, _, ok := strings.Cut(t, "=")
+		if !ok {
+			continue
+		}
+		n := strings.TrimSpace(name)
+		k := strings.Trim(n, `"`)
+		if table != "" {
+			k = table + "." + k
+		}
+		out = append(out, fileKey{k, i + 1, strings.Index(l, n) + 1})
+	}
+	return out
+}
+
+// lineOf finds where the dotted key is set in the file, or 0, 0.
+func lineOf(b []byte, full string) (int, int) {
+	for _, k := range fileKeys(b) {
+		if k.key == full {
+			return k.line, k.col
+		}
+	}
+	return 0, 0
+}
+
+// keyAt names the key set on line n, if any.
+func keyAt(b []byte, n int) (string, bool) {
+	for _, k := range fileKeys(b) {
+		if k.line == n {
+			return k.key, true
+		}
+	}
+	return "", false
+}
+
+func keyNames() []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, k.name)
+	}
+	return out
+}
+
+// otherEnv are CCO_* variables that other parts of cco (the shadow, the
+// jail, the tests) read: not the installer's, and not typos.
+var otherEnv = []string{"CCO_AGENT", "CCO_SANDBOX", "CCO_JAIL", "CCO_JAIL_MARKER", "CCO_INSTALL", "CCO_RECEIPT", "CCO_REQUIRE_BWRAP"}
+
+// otherEnvPrefixes are the prefixes of test-only variables.
+var otherEnvPrefixes = []string{"CCO_TEST_", "CCO_VM_", "CCO_PTY_TEST_", "CCO_MOCK_", "CCO_EGRESS_TEST_", "CCO_GUARD_TEST_", "CCO_PROVISION_TEST_"}
+
+// unknownEnv warns about each CCO_* variable that sets no key, naming the
+// closest key: CCO_DOWNLOAD_RETRY would otherwise be silently ignored.
+func unknownEnv(environ []string) []string {
+	envKey := map[string]string{}
+	var envNames []string
+	for _, k := range keys {
+		e := "CCO_" + strings.ToUpper(strings.ReplaceAll(k.name, ".", "_"))
+		envKey[e] = k.name
+		envNames = append(envNames, e)
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "CCO_") || envKey[name] != "" || contains(otherEnv, name) {
+			continue
+		}
+		other := false
+		for _, p := range otherEnvPrefixes {
+			other = other || strings.HasPrefix(name, p)
+		}
+		if other {
+			continue
+		}
+		w := fmt.Sprintf("warning: the environment variable %s sets no configuration key", name)
+		if up := strings.ToUpper(name); up != name && envKey[up] != "" {
+			w += fmt.Sprintf(" (variables are upper case: %s sets %s)", up, envKey[up])
+		} else if e := closest(strings.ToUpper(name), envNames); e != "" {
+			w += fmt.Sprintf(" (did you mean %s, which sets %s?)", e, envKey[e])
+		}
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// closest is the candidate nearest to s by edit distance (case-folded), if
+// it is near enough to be a likely typo.
+func closest(s string, candidates []string) string {
+	best, bestD := "", 1<<30
+	for _, c := range candidates {
+		if d := levenshtein(strings.ToLower(s), strings.ToLower(c)); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if bestD > max(3, len(s)/3) {
+		return ""
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func flagValue(f *pflag.Flag) any {
@@ -183,60 +439,77 @@ func (c *Config) List(name string) []string {
 	return out
 }
 
-func (c *Config) bad(name string, val any, want string) error {
-	return fmt.Errorf("configuration key %s = %q (from %s): %s", name, fmt.Sprint(val), c.Source(name), want)
+// bad records a key whose value cannot be used and puts it back to its
+// default, so that the rest of the configuration still reads.
+func (c *Config) bad(name string, val any, want string) {
+	msg := fmt.Sprintf("configuration key %s = %q (from %s): %s", name, fmt.Sprint(val), c.Source(name), want)
+	p := configProblem{Key: name, Message: msg}
+	if strings.HasPrefix(c.Source(name), "file ") {
+		p.Line, p.Column = lineOf(c.text, name)
+		if p.Line > 0 {
+			p.Message = fmt.Sprintf("%s:%d:%d: %s", c.path, p.Line, p.Column, msg)
+		}
+	}
+	c.Problems = append(c.Problems, p)
+	for _, k := range keys {
+		if k.name == name {
+			c.v.Set(name, k.def)
+		}
+	}
 }
 
-func (c *Config) duration(name string) (time.Duration, error) {
+func (c *Config) duration(name string) time.Duration {
 	s := c.String(name)
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, c.bad(name, s, "want a duration such as 30s or 2m")
+		c.bad(name, s, "want a duration such as 30s or 2m")
+		d, _ = time.ParseDuration(c.String(name))
 	}
-	return d, nil
+	return d
 }
 
-// decode validates every value and fills the typed fields.
-func (c *Config) decode() error {
-	var err error
+// decode validates every value and fills the typed fields; each bad value
+// is a problem and the key's default stands in for it.
+func (c *Config) decode() {
 	c.Agents = c.List("agents")
 	for _, a := range c.Agents {
 		if a != "claude" && a != "codex" {
-			return c.bad("agents", strings.Join(c.Agents, ","), "the known agents are claude and codex")
+			c.bad("agents", strings.Join(c.Agents, ","), "the known agents are claude and codex")
+			c.Agents = c.List("agents")
+			break
 		}
 	}
 	c.Users = c.List("users")
 	c.Bundle = c.String("bundle")
-	if c.LockTimeout, err = c.duration("lock_timeout"); err != nil {
-		return err
-	}
-	if c.Backoff, err = c.duration("download.backoff"); err != nil {
-		return err
-	}
-	if c.Timeout, err = c.duration("download.timeout"); err != nil {
-		return err
-	}
+	c.LockTimeout = c.duration("lock_timeout")
+	c.Backoff = c.duration("download.backoff")
+	c.Timeout = c.duration("download.timeout")
 	switch c.Progress = c.String("progress"); c.Progress {
 	case "auto", "always", "never":
 	default:
-		return c.bad("progress", c.Progress, "want auto, always or never")
+		c.bad("progress", c.Progress, "want auto, always or never")
+		c.Progress = c.String("progress")
 	}
+	var err error
 	if c.Retries, err = strconv.Atoi(c.String("download.retries")); err != nil || c.Retries < 0 {
-		return c.bad("download.retries", c.String("download.retries"), "want a whole number, 0 or more")
+		c.bad("download.retries", c.String("download.retries"), "want a whole number, 0 or more")
+		c.Retries = c.v.GetInt("download.retries")
 	}
 	if c.UnpackLimit, err = parseSize(c.String("unpack_limit")); err != nil {
-		return c.bad("unpack_limit", c.String("unpack_limit"), "want a size such as 4GiB or 500MiB")
+		c.bad("unpack_limit", c.String("unpack_limit"), "want a size such as 4GiB or 500MiB")
+		c.UnpackLimit, _ = parseSize(c.String("unpack_limit"))
 	}
-	for name, allowed := range map[string][]string{
+	names := []string{"claude.managed_file", "codex.foreign_policy", "image"}
+	allowed := map[string][]string{
 		"claude.managed_file":  {"dropin", "base"},
 		"codex.foreign_policy": {"conflict", "warn"},
 		"image":                {"auto", "yes", "no"},
-	} {
-		if v := c.String(name); !contains(allowed, v) {
-			return c.bad(name, v, "want "+strings.Join(allowed, " or "))
+	}
+	for _, name := range names {
+		if v := c.String(name); !contains(allowed[name], v) {
+			c.bad(name, v, "want "+strings.Join(allowed[name], " or "))
 		}
 	}
-	return nil
 }
 
 func contains(list []string, s string) bool {
@@ -274,6 +547,11 @@ type configLine struct {
 	Key    string `json:"key"`
 	Value  any    `json:"value"`
 	Source string `json:"source"`
+	// Problem says why the key's value could not be taken (with its line
+	// and column in the file): the value shown is then the default.
+	Problem string `json:"problem,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
 }
 
 // Lines lists every key's effective value and source, sorted by key.
@@ -291,7 +569,14 @@ func (c *Config) Lines() []configLine {
 			}
 			val = l
 		}
-		out = append(out, configLine{Key: k.name, Value: val, Source: c.Source(k.name)})
+		l := configLine{Key: k.name, Value: val, Source: c.Source(k.name)}
+		for _, p := range c.Problems {
+			if p.Key == k.name {
+				// The bad value was dropped: the default stands.
+				l.Problem, l.Line, l.Column, l.Source = p.Message, p.Line, p.Column, "default"
+			}
+		}
+		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out

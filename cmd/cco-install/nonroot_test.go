@@ -19,12 +19,92 @@ func TestRefusesNonRootWithoutRoot(t *testing.T) {
 		os.Exit(run([]string{"--force"}, os.Stdin, os.Stdout, os.Stderr))
 	}
 	testenv.RequireRoot(t)
+	dir := nobodyDir(t)
+	cmd := asNobody(t, dir, "TestRefusesNonRootWithoutRoot", "CCO_TEST_AS_NONROOT=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 2 {
+		t.Fatalf("want exit 2, got %v; stderr: %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "sudo cco-install") || !strings.Contains(stderr.String(), "needs root") {
+		t.Errorf("the refusal must name the command to use; stderr: %s", stderr.String())
+	}
+}
+
+// status needs no root: run as nobody over an installed tree it may read,
+// it checks everything it can, exits 0 when in sync, and says what it
+// skipped because only root may read there (a 0700 home).
+func TestStatusWithoutRoot(t *testing.T) {
+	if args := os.Getenv("CCO_TEST_NONROOT_ARGS"); args != "" {
+		os.Exit(run(strings.Fields(args), os.Stdin, os.Stdout, os.Stderr))
+	}
+	testenv.RequireRoot(t)
+	dir := nobodyDir(t)
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{"etc", "home/alice"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\n"), 0o644)
+	os.Chown(filepath.Join(root, "home/alice"), 1000, 1000)
+	os.Chmod(filepath.Join(root, "home/alice"), 0o700)
+	shadow := filepath.Join(dir, "shadow")
+	os.WriteFile(shadow, []byte("#!/bin/sh\n"), 0o755)
+	t.Setenv("CCO_SHADOW_PATH", shadow)
+	t.Setenv("CCO_EGRESS_PROXY_PATH", shadow)
+	t.Setenv("CCO_AGENTS", "")
+	t.Setenv("CCO_IMAGE", "no")
+	t.Setenv("CCO_USERS", "alice")
+	var out bytes.Buffer
+	if code := run([]string{"--root", root}, nil, &out, &out); code != 0 {
+		t.Fatalf("install: exit %d: %s", code, out.String())
+	}
+	before := treeStamp(t, root)
+	cmd := asNobody(t, dir, "TestStatusWithoutRoot", "CCO_TEST_NONROOT_ARGS=status --root "+root)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("status as nobody: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "in sync") {
+		t.Errorf("status as nobody is not in sync:\n%s", stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "skipped  alice's home (/home/alice): only root can read it") {
+		t.Errorf("status must say it skipped the 0700 home:\n%s", stdout.String())
+	}
+	if after := treeStamp(t, root); after != before {
+		t.Errorf("status changed the tree")
+	}
+}
+
+// treeStamp lists every path below dir with its mode, size and mtime.
+func treeStamp(t *testing.T, dir string) string {
+	var sb strings.Builder
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			sb.WriteString(p + " " + fi.Mode().String() + " " + fi.ModTime().String() + "\n")
+		}
+		return nil
+	})
+	return sb.String()
+}
+
+// nobodyDir is a temporary directory that nobody may enter (t.TempDir's
+// parents are root's alone), removed after the test.
+func nobodyDir(t *testing.T) string {
 	dir, err := os.MkdirTemp("", "cco-nonroot-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
+	return dir
+}
+
+// asNobody runs this test binary's test as uid 65534 with env added: a copy
+// in dir, since nobody cannot reach the go test build directory.
+func asNobody(t *testing.T, dir, test string, env ...string) *exec.Cmd {
 	exe := filepath.Join(dir, "cco-install.test")
 	b, err := os.ReadFile(os.Args[0])
 	if err != nil {
@@ -33,17 +113,8 @@ func TestRefusesNonRootWithoutRoot(t *testing.T) {
 	if err := os.WriteFile(exe, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.run=^TestRefusesNonRootWithoutRoot$")
-	cmd.Env = append(os.Environ(), "CCO_TEST_AS_NONROOT=1")
+	cmd := exec.Command(exe, "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err = cmd.Run()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 2 {
-		t.Fatalf("want exit 2, got %v; stderr: %s", err, stderr.String())
-	}
-	if !strings.Contains(stderr.String(), "sudo cco-install") || !strings.Contains(stderr.String(), "needs root") {
-		t.Errorf("the refusal must name the command to use; stderr: %s", stderr.String())
-	}
+	return cmd
 }

@@ -49,7 +49,7 @@ var (
 // source finds the binary to install and logs which it found: its key,
 // else b.name beside cco-install's own executable, else where the package
 // puts it. These are host paths: the installer's own files, not the target's.
-func (b binary) source(run *provision.Run, cfg *Config) (string, error) {
+func (b binary) source(run *provision.View, cfg *Config) (string, error) {
 	p, why, err := b.find(cfg)
 	if err != nil {
 		return "", err
@@ -84,22 +84,40 @@ func (b binary) find(cfg *Config) (path, why string, err error) {
 // then the guard and the policy, and the vendors' downloads last, so that an
 // interrupted or offline run has already put every agent's name behind the
 // shadow.
-func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, error) {
+func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, error) {
 	src, err := shadowBinary.source(run, cfg)
+	if err != nil && run.Status {
+		// A health check on a host without the package's copy: the
+		// installed bytes, checked against the receipt, are the reference.
+		src, err = run.Root.HostPath(BinDir+"/"+knownAgents[0]), nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	proxySrc, err := egressProxyBinary.source(run, cfg)
+	if err != nil && run.Status {
+		proxySrc, err = run.Root.HostPath(EgressProxyPath), nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	image := o.image || cfg.String("image") == "yes" || cfg.String("image") == "auto" && inContainer()
+	image := o.image || cfg.String("image") == "yes" || cfg.String("image") == "auto" && inContainer(run.Root)
 	if image {
 		provision.SetNoChown(true)
 		run.Logf("image build: owners are left to the builder, and the shadow checks user namespaces at launch")
 	}
+	if !provision.IsRoot() {
+		switch {
+		case run.DryRun && run.Root.IsHost():
+			// The real run is root's: preview its owners.
+			provision.SetPlanOwner(0, 0)
+		case run.Status:
+			// Whoever installed it owns it; status checks the bytes and modes.
+			provision.SetPlanOwner(-1, -1)
+		}
+	}
 	uid, gid := provision.SystemUID(), provision.SystemGID()
-	users := cfg.Users
+	users := append(append([]string(nil), cfg.Users...), receiptUsers(run.Receipt)...)
 	if u := os.Getenv("SUDO_USER"); u != "" {
 		users = append([]string{u}, users...)
 	}
@@ -179,14 +197,15 @@ func buildPlan(run *provision.Run, cfg *Config, o *options) ([]provision.Step, e
 	return steps, nil
 }
 
-// inContainer detects an image build by container markers only: a missing
-// TTY is not one (Ansible and ssh runs have none).
-func inContainer() bool {
-	if os.Getenv("container") != "" {
+// inContainer detects an image build by the target's container markers
+// only: a missing TTY is not one (Ansible and ssh runs have none), and a
+// root staged from inside a container is not an image because the host is.
+func inContainer(root provision.FileReader) bool {
+	if root.IsHost() && os.Getenv("container") != "" {
 		return true
 	}
 	for _, p := range []string{"/.dockerenv", "/run/.containerenv"} {
-		if _, err := os.Lstat(p); err == nil {
+		if _, err := root.Lstat(p); err == nil {
 			return true
 		}
 	}
@@ -194,7 +213,7 @@ func inContainer() bool {
 }
 
 // vendorConfig maps the configuration keys onto vendorfetch's settings.
-func vendorConfig(cfg *Config, run *provision.Run, o *options) (vendorfetch.Config, error) {
+func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Config, error) {
 	v := vendorfetch.DefaultConfig()
 	v.Agents = cfg.Agents
 	v.Claude.Channel, v.Claude.Version = cfg.String("claude.channel"), cfg.String("claude.version")
@@ -216,7 +235,7 @@ func vendorConfig(cfg *Config, run *provision.Run, o *options) (vendorfetch.Conf
 	}
 	v.AllowDowngrade = o.allowDowngrade
 	if o.adopt {
-		v.AdoptExisting, v.Users = true, statusUsers(run.Root, cfg)
+		v.AdoptExisting, v.Users = true, statusUsers(run.Root, cfg, run.Receipt)
 	}
 	// A channel defaults only when no version is pinned.
 	if v.Claude.Channel == "" && v.Claude.Version == "" {
@@ -249,4 +268,17 @@ func agentList(flag string, vals []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// receiptUsers are the accounts whose homes the receipt took a vendor
+// install out of: their homes are checked whatever `users` says now, so a
+// vendor install that comes back there is found.
+func receiptUsers(rc *provision.Receipt) []string {
+	var out []string
+	for _, r := range rc.Relocations {
+		if r.User != "" && !contains(out, r.User) {
+			out = append(out, r.User)
+		}
+	}
+	return out
 }

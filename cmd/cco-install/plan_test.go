@@ -21,8 +21,8 @@ func TestBinarySourcePackagedCopy(t *testing.T) {
 	for _, b := range []binary{shadowBinary, egressProxyBinary} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Setenv("CCO_"+strings.ToUpper(b.key), "")
-			cfg, err := loadConfig(root, nil)
-			if err != nil {
+			cfg := loadConfig(root, nil)
+			if err := cfg.Err(); err != nil {
 				t.Fatal(err)
 			}
 			b.packaged = filepath.Join(t.TempDir(), "lib", b.name)
@@ -55,15 +55,15 @@ func TestPlanInstallsEgressProxyAfterHelper(t *testing.T) {
 	t.Setenv("CCO_EGRESS_PROXY_PATH", proxy)
 	t.Setenv("CCO_AGENTS", "")
 	t.Setenv("CCO_IMAGE", "no")
-	cfg, err := loadConfig(root, nil)
-	if err != nil {
+	cfg := loadConfig(root, nil)
+	if err := cfg.Err(); err != nil {
 		t.Fatal(err)
 	}
 	run, err := provision.NewRun(t.Context(), root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := buildPlan(run, cfg, &options{noAppArmor: true})
+	steps, err := buildPlan(run.ReadOnly(), cfg, &options{noAppArmor: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,7 +165,7 @@ func lineCol(b []byte, off int64) (int, int) {
 // ClaudeLayers reads Claude Code's managed settings in merge order: the base
 // file, then the drop-ins by name (hidden and non-.json files are ignored, as
 // Claude Code ignores them). A missing file or directory is simply absent.
-func ClaudeLayers(root *provision.Root) []ClaudeLayer {
+func ClaudeLayers(root provision.FileReader) []ClaudeLayer {
 	var layers []ClaudeLayer
 	read := func(p string) {
 		b, err := root.ReadFile(p)
@@ -184,7 +184,7 @@ func ClaudeLayers(root *provision.Root) []ClaudeLayer {
 	return layers
 }
 
-func dropins(root *provision.Root) []string {
+func dropins(root provision.FileReader) []string {
 	d, err := root.Open(ClaudeDropinDir)
 	if err != nil {
 		return nil

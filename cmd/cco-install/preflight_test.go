@@ -1,0 +1,70 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cco-dev/cco/provision"
+)
+
+func readerAt(t *testing.T, dir string) provision.Reader {
+	t.Helper()
+	r, err := provision.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r.ReadOnly()
+}
+
+// bubblewrap missing or older than 0.8.0 is one problem with the fix that
+// names this system's package manager; 0.8.0 and later pass.
+func TestCheckBwrap(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "usr/bin"), 0o755)
+	os.WriteFile(filepath.Join(dir, "usr/bin/apt-get"), nil, 0o755)
+	root := readerAt(t, dir)
+	version := func(out string) func(string) (string, error) {
+		return func(string) (string, error) { return out, nil }
+	}
+	if p := checkBwrap(root, version("")); len(p) != 1 || !strings.Contains(p[0].Detail, "not installed") || !strings.Contains(p[0].Fix, "sudo apt-get install bubblewrap`, or pass --install-deps") {
+		t.Fatalf("missing bwrap: %+v", p)
+	}
+	os.WriteFile(filepath.Join(dir, "usr/bin/bwrap"), nil, 0o755)
+	for out, ok := range map[string]bool{"bubblewrap 0.4.0\n": false, "bubblewrap 0.7.9": false, "bubblewrap 0.8.0": true, "bubblewrap 0.11.0": true, "bubblewrap 1.0": true} {
+		p := checkBwrap(root, version(out))
+		if ok != (len(p) == 0) {
+			t.Errorf("%q: problems %+v", out, p)
+		}
+		if !ok && (len(p) != 1 || !strings.Contains(p[0].Detail, "older than the 0.8.0")) {
+			t.Errorf("%q: %+v", out, p)
+		}
+	}
+	if p := checkBwrap(root, func(string) (string, error) { return "", errors.New("exec format error") }); len(p) != 1 {
+		t.Errorf("a bwrap that does not run: %+v", p)
+	}
+}
+
+// Unusable user namespaces are a finding on the host, never for a staged
+// root or an image build.
+func TestUsernsProblem(t *testing.T) {
+	fail := func() error { return errors.New("setting up uid map: Permission denied") }
+	host := readerAt(t, "/")
+	if _, err := os.Stat("/usr/bin/bwrap"); err == nil {
+		if p := usernsProblem(host, false, fail); len(p) != 1 || p[0].ID != "userns" || !strings.Contains(p[0].Detail, "Permission denied") {
+			t.Errorf("failing probe on the host: %+v", p)
+		}
+		if p := usernsProblem(host, false, func() error { return nil }); len(p) != 0 {
+			t.Errorf("working probe: %+v", p)
+		}
+	}
+	if p := usernsProblem(host, true, fail); len(p) != 0 {
+		t.Errorf("an image build probes nothing: %+v", p)
+	}
+	if p := usernsProblem(readerAt(t, t.TempDir()), false, fail); len(p) != 0 {
+		t.Errorf("a staged root is not this kernel: %+v", p)
+	}
+}
