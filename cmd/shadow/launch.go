@@ -22,6 +22,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/pty"
+	"github.com/cco-dev/cco/sandbox/rootview"
 	"golang.org/x/sys/unix"
 )
 
@@ -235,11 +236,22 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	// syscall.ForkExec, not os/exec: os/exec makes a throw-away child once
 	// per process to learn whether pidfds work, a process start that every
 	// launch would pay for; the shadow needs only the pid.
-	bwrapPID, err := syscall.ForkExec(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...),
-		&syscall.ProcAttr{Env: os.Environ(), Files: fds})
+	attr := &syscall.ProcAttr{Env: os.Environ(), Files: fds}
+	var bwrapPID int
+	if rootview.Applies(os.Geteuid()) {
+		// Root's jail reads no root-only file (docs/adr/0018-root-view.md).
+		var trees []string
+		if trees, err = rootview.Prepare(spec); err == nil {
+			bwrapPID, err = rootview.Start(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...), attr, trees)
+		}
+	} else {
+		if bwrapPID, err = syscall.ForkExec(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...), attr); err != nil {
+			err = fmt.Errorf("starting %s: %w", bwrap, err)
+		}
+	}
 	closeOpen()
 	if err != nil {
-		return cannot(fmt.Errorf("starting %s: %w", bwrap, err))
+		return cannot(err)
 	}
 	// bwrap's pidfd: the signals the shadow sends it can never reach a
 	// process that reused its pid after it was reaped.
