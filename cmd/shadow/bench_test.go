@@ -31,6 +31,8 @@ func BenchmarkLaunch(b *testing.B) {
 	// A cleanup, not a defer: it must run after the sessions' Finish,
 	// which the cleanups below register later and so run first.
 	b.Cleanup(func() { os.RemoveAll(base) })
+	// Root's jail runs as an unprivileged host uid, which must enter it.
+	os.Chmod(base, 0o755)
 	home, ws := filepath.Join(base, "home"), filepath.Join(base, "ws")
 	for _, d := range []string{home + "/.claude", ws + "/.git/hooks"} {
 		os.MkdirAll(d, 0o755)

@@ -1,7 +1,7 @@
 // Package rootview starts root's jail in a remapped view of the host.
 //
-// bwrap runs as the unprivileged host uid and gid ID, and maps them to 0
-// inside. A file that only root can read (owner root, no read bit for group
+// bwrap runs as root of a user namespace that maps 0 to the unprivileged
+// host uid and gid ID. A file that only root can read (owner root, no read bit for group
 // or others) then falls to its "other" bits and is unreadable, wherever it
 // is: the rule needs no list of paths and no scan. The trees the jail must
 // still own (the home with the login state, the workspace, allow_write and
@@ -13,6 +13,7 @@ package rootview
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -84,11 +85,11 @@ func within(p, dir string) bool {
 	return dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
-// Prepare readies s for a jail that runs as ID: bwrap maps ID to 0 inside
-// (Spec.RootView), and masks that ID cannot reach on the host (below a
-// directory it may not enter, outside every tree) are dropped: the jail
-// cannot reach them either, and bwrap could not mount over them. It
-// returns the trees to map, or why the view cannot be had.
+// Prepare readies s for a jail that runs as ID: masks that ID cannot reach
+// on the host (below a directory it may not enter, outside every tree) are
+// dropped, since the jail cannot reach them either and bwrap could not
+// mount over them. It returns the trees to map, or why the view cannot be
+// had.
 func Prepare(s *sandbox.Spec) ([]string, error) {
 	if err := free(); err != nil {
 		return nil, err
@@ -99,7 +100,6 @@ func Prepare(s *sandbox.Spec) ([]string, error) {
 			return nil, fmt.Errorf("root's jail runs as uid %d on the host and cannot enter %s, above %s (fix: chmod o+x %s, or start the agent from a directory every user can reach)", ID, d, t, d)
 		}
 	}
-	s.RootView = true
 	masks := s.Masks[:0:0]
 	for _, m := range s.Masks {
 		if blocked(m.Path, trees) == "" {
@@ -174,29 +174,37 @@ func takes(f, line string) string {
 	return ""
 }
 
-// Start starts bwrap (argv with argv[0]) as ID, in a mount namespace of
-// its own where each of trees is an idmapped mount, and returns its pid.
-// The namespace is made on a locked thread that ends with the call: no
-// other work of the process ever runs in it.
+// Start starts bwrap (argv with argv[0]) as root of a user namespace that
+// maps 0 to ID, in a mount namespace where each of trees is an idmapped
+// mount, and returns its pid. bwrap is started stopped (under ptrace, at
+// its exec) and let go once the mounts are in place: its own process is
+// the namespaces' holder, so no other process is started for them.
+//
+// The calling goroutine's thread enters the jail's mount namespace to
+// attach the mounts, and comes back before the call returns. Should it
+// fail to come back, it stays locked to the goroutine, which then runs
+// there (nothing else ever does), and the launch is refused.
 func Start(bwrap string, argv []string, attr *syscall.ProcAttr, trees []string) (int, error) {
-	type result struct {
-		pid int
-		err error
+	runtime.LockOSThread()
+	home, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return 0, fmt.Errorf("the launcher's mount namespace: %w", err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		// Never unlocked: the thread's mount namespace is the jail's,
-		// so the runtime ends the thread with this goroutine.
-		runtime.LockOSThread()
-		pid, err := start(bwrap, argv, attr, trees)
-		done <- result{pid, err}
-	}()
-	r := <-done
-	return r.pid, r.err
+	defer unix.Close(home)
+	pid, err := start(bwrap, argv, attr, trees, home)
+	if err == nil || !errors.Is(err, errStranded) {
+		runtime.UnlockOSThread()
+	}
+	return pid, err
 }
 
-// steps are the system calls of start, a test seam for a filesystem that
-// cannot be mapped.
+// errStranded marks a thread that could not return to the launcher's
+// mount namespace.
+var errStranded = errors.New("the launcher could not return to its mount namespace")
+
+// steps are the system calls that can fail for a tree, a test seam for a
+// filesystem that cannot be idmapped.
 var steps = struct {
 	setattr func(fd int, attr *unix.MountAttr) error
 }{
@@ -205,80 +213,113 @@ var steps = struct {
 	},
 }
 
-func start(bwrap string, argv []string, attr *syscall.ProcAttr, trees []string) (int, error) {
-	ns, err := userns()
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(ns)
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return 0, fmt.Errorf("a mount namespace for root's jail: %w", err)
-	}
-	// Nothing mounted here may reach the host's namespace.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		return 0, fmt.Errorf("a mount namespace for root's jail: %w", err)
-	}
-	for _, t := range trees {
-		if err := idmap(t, ns); err != nil {
-			return 0, err
-		}
-	}
+func start(bwrap string, argv []string, attr *syscall.ProcAttr, trees []string, home int) (int, error) {
 	a := *attr
 	sys := syscall.SysProcAttr{}
 	if attr.Sys != nil {
 		sys = *attr.Sys
 	}
-	// No supplementary groups: root's would still be the host's.
-	sys.Credential = &syscall.Credential{Uid: ID, Gid: ID, Groups: []uint32{}}
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: ID, Size: 1}}
+	sys.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+	sys.UidMappings, sys.GidMappings = m, m
+	// Root in the namespace, with no supplementary groups (root's would
+	// still be the host's): setgroups stays allowed for that one call;
+	// bwrap denies it in the jail's own namespace.
+	sys.GidMappingsEnableSetgroups = true
+	sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	sys.Ptrace = true
 	a.Sys = &sys
 	pid, err := syscall.ForkExec(bwrap, argv, &a)
 	if err != nil {
 		return 0, fmt.Errorf("starting %s: %w", bwrap, err)
 	}
+	if err := place(pid, trees, home); err != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		reap(pid)
+		return 0, err
+	}
 	return pid, nil
 }
 
-// idmap covers tree, in this thread's mount namespace, with a copy of
-// itself seen through ns: root's files there are the jail's.
-func idmap(tree string, ns int) error {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, tree, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+// place puts the idmapped trees into the mount namespace of pid, stopped at
+// its exec, and lets it go; the thread then returns to home.
+func place(pid int, trees []string, home int) (err error) {
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+		return fmt.Errorf("starting bwrap for root's jail: it did not stop at its start (%v)", err)
+	}
+	proc := "/proc/" + strconv.Itoa(pid) + "/ns/"
+	userns, err := unix.Open(proc+"user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("root's view of %s: %w (fix: start the agent from an existing directory)", tree, err)
+		return fmt.Errorf("root's jail's user namespace: %w", err)
 	}
-	defer unix.Close(fd)
-	if err := steps.setattr(fd, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns)}); err != nil {
-		return fmt.Errorf("root's view of %s: its filesystem cannot be idmapped (%w), so root's jail could not write it "+
-			"(fix: keep the workspace, the home and allow_write on a filesystem with idmapped mounts, such as ext4, xfs, btrfs or tmpfs, "+
-			"or run the agent as a user other than root)", tree, err)
+	defer unix.Close(userns)
+	mntns, err := unix.Open(proc+"mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("root's jail's mount namespace: %w", err)
 	}
-	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, tree, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("root's view of %s: %w", tree, err)
+	defer unix.Close(mntns)
+	// The copies are made from the host's view, then attached in the
+	// jail's namespace (a copy of the host's, whose changes never
+	// propagate back: it belongs to a less privileged user namespace).
+	fds := make([]int, 0, len(trees))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, t := range trees {
+		fd, err := idmapped(t, userns)
+		if err != nil {
+			return err
+		}
+		fds = append(fds, fd)
+	}
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("root's jail's mount namespace: %w", err)
+	}
+	// The thread has a filesystem context of its own from here on (the
+	// same root and directory); the launcher never changes either.
+	if err := unix.Setns(mntns, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("root's jail's mount namespace: %w", err)
+	}
+	defer func() {
+		if e := unix.Setns(home, unix.CLONE_NEWNS); e != nil {
+			err = fmt.Errorf("%w: %v", errStranded, e)
+		}
+	}()
+	for i, t := range trees {
+		if err := unix.MoveMount(fds[i], "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("root's view of %s: %w", t, err)
+		}
+	}
+	if err := syscall.PtraceDetach(pid); err != nil {
+		return fmt.Errorf("starting bwrap for root's jail: %w", err)
 	}
 	return nil
 }
 
-// userns is a descriptor of a user namespace that maps 0 to ID, uid and
-// gid: the one idmapped mounts see root's files through. It comes from a
-// child stopped at its exec (under ptrace: it runs nothing), then killed.
-// The calling thread must be locked (ptrace ties the child to it).
-func userns() (int, error) {
-	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: ID, Size: 1}}
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{"cco-rootview"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWUSER, UidMappings: m, GidMappings: m, Ptrace: true, Pdeathsig: syscall.SIGKILL,
-	}})
+// idmapped is a detached copy of tree seen through userns: root's files
+// there are the namespace's root's.
+func idmapped(tree string, userns int) (int, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, tree, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
-		return -1, fmt.Errorf("a user namespace for root's jail: %w (fix: allow user namespaces, e.g. sysctl user.max_user_namespaces=15000)", err)
+		return -1, fmt.Errorf("root's view of %s: %w (fix: start the agent from an existing directory)", tree, err)
 	}
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	syscall.Kill(pid, syscall.SIGKILL)
-	var ws syscall.WaitStatus
-	for {
-		if _, werr := syscall.Wait4(pid, &ws, 0, nil); werr != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return -1, fmt.Errorf("a user namespace for root's jail: %w", err)
+	if err := steps.setattr(fd, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns)}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("root's view of %s: its filesystem cannot be idmapped (%w), so root's jail could not write it "+
+			"(fix: keep the workspace, the home and allow_write on a filesystem with idmapped mounts, such as ext4, xfs, btrfs or tmpfs, "+
+			"or run the agent as a user other than root)", tree, err)
 	}
 	return fd, nil
+}
+
+func reap(pid int) {
+	var ws syscall.WaitStatus
+	for {
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+			return
+		}
+	}
 }
