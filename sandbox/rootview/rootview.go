@@ -1,7 +1,7 @@
 // Package rootview starts root's jail in a remapped view of the host.
 //
-// bwrap runs as root of a user namespace that maps 0 to the unprivileged
-// host uid and gid ID. A file that only root can read (owner root, no read bit for group
+// bwrap runs as the unprivileged host uid and gid ID, and maps them to 0
+// inside. A file that only root can read (owner root, no read bit for group
 // or others) then falls to its "other" bits and is unreadable, wherever it
 // is: the rule needs no list of paths and no scan. The trees the jail must
 // still own (the home with the login state, the workspace, allow_write and
@@ -15,12 +15,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/cco-dev/cco/sandbox"
 	"golang.org/x/sys/unix"
@@ -30,7 +32,8 @@ import (
 // systemd leaves unused (65536-524287), above the 16-bit ids (nobody is
 // 65534) and below useradd's first subordinate id (SUB_UID_MIN 100000), so
 // no account, no dynamic or homed user and no container's subuid range
-// has it. Start refuses where the host's own files say otherwise.
+// has it. Start refuses where the host's own files say otherwise (checked
+// when the mapping is made, see Pin).
 const ID = 93376 // 0x16cc0
 
 // Applies reports whether a launch by uid uses the view: root's only.
@@ -85,15 +88,13 @@ func within(p, dir string) bool {
 	return dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
-// Prepare readies s for a jail that runs as ID: masks that ID cannot reach
+// Prepare readies s for a jail that runs as ID: bwrap maps ID to 0 inside
+// (Spec.RootView), and masks that ID cannot reach
 // on the host (below a directory it may not enter, outside every tree) are
 // dropped, since the jail cannot reach them either and bwrap could not
 // mount over them. It returns the trees to map, or why the view cannot be
 // had.
 func Prepare(s *sandbox.Spec) ([]string, error) {
-	if err := free(); err != nil {
-		return nil, err
-	}
 	trees := Trees(s)
 	for _, t := range trees {
 		if d := blocked(t, trees); d != "" {
@@ -107,6 +108,7 @@ func Prepare(s *sandbox.Spec) ([]string, error) {
 		}
 	}
 	s.Masks = masks
+	s.RootView = true
 	return trees, nil
 }
 
@@ -174,16 +176,16 @@ func takes(f, line string) string {
 	return ""
 }
 
-// Start starts bwrap (argv with argv[0]) as root of a user namespace that
-// maps 0 to ID, in a mount namespace where each of trees is an idmapped
-// mount, and returns its pid. bwrap is started stopped (under ptrace, at
-// its exec) and let go once the mounts are in place: its own process is
-// the namespaces' holder, so no other process is started for them.
+// Start starts bwrap (argv with argv[0]) as ID, in a mount namespace
+// where each of trees is an idmapped mount (seen through a user namespace
+// that maps 0 to ID), and returns its pid. bwrap is started stopped (under
+// ptrace, at its exec) and let go once the mounts are in place: its own
+// process holds the mount namespace, so no other process is started for it.
 //
-// The calling goroutine's thread enters the jail's mount namespace to
-// attach the mounts, and comes back before the call returns. Should it
-// fail to come back, it stays locked to the goroutine, which then runs
-// there (nothing else ever does), and the launch is refused.
+// The calling goroutine's thread enters that mount namespace to attach the
+// mounts, and comes back before the call returns. Should it fail to come
+// back, it stays locked to the goroutine (nothing else ever runs there),
+// and the launch is refused.
 func Start(bwrap string, argv []string, attr *syscall.ProcAttr, trees []string) (int, error) {
 	runtime.LockOSThread()
 	home, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -214,54 +216,12 @@ var steps = struct {
 }
 
 func start(bwrap string, argv []string, attr *syscall.ProcAttr, trees []string, home int) (int, error) {
-	a := *attr
-	sys := syscall.SysProcAttr{}
-	if attr.Sys != nil {
-		sys = *attr.Sys
-	}
-	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: ID, Size: 1}}
-	sys.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
-	sys.UidMappings, sys.GidMappings = m, m
-	// Root in the namespace, with no supplementary groups (root's would
-	// still be the host's): setgroups stays allowed for that one call;
-	// bwrap denies it in the jail's own namespace.
-	sys.GidMappingsEnableSetgroups = true
-	sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
-	sys.Ptrace = true
-	a.Sys = &sys
-	pid, err := syscall.ForkExec(bwrap, argv, &a)
+	userns, err := mapping()
 	if err != nil {
-		return 0, fmt.Errorf("starting %s: %w", bwrap, err)
-	}
-	if err := place(pid, trees, home); err != nil {
-		syscall.Kill(pid, syscall.SIGKILL)
-		reap(pid)
 		return 0, err
 	}
-	return pid, nil
-}
-
-// place puts the idmapped trees into the mount namespace of pid, stopped at
-// its exec, and lets it go; the thread then returns to home.
-func place(pid int, trees []string, home int) (err error) {
-	var ws syscall.WaitStatus
-	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
-		return fmt.Errorf("starting bwrap for root's jail: it did not stop at its start (%v)", err)
-	}
-	proc := "/proc/" + strconv.Itoa(pid) + "/ns/"
-	userns, err := unix.Open(proc+"user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("root's jail's user namespace: %w", err)
-	}
 	defer unix.Close(userns)
-	mntns, err := unix.Open(proc+"mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("root's jail's mount namespace: %w", err)
-	}
-	defer unix.Close(mntns)
-	// The copies are made from the host's view, then attached in the
-	// jail's namespace (a copy of the host's, whose changes never
-	// propagate back: it belongs to a less privileged user namespace).
+	// The copies are made from the host's view, before bwrap starts.
 	fds := make([]int, 0, len(trees))
 	defer func() {
 		for _, fd := range fds {
@@ -271,15 +231,63 @@ func place(pid int, trees []string, home int) (err error) {
 	for _, t := range trees {
 		fd, err := idmapped(t, userns)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		fds = append(fds, fd)
 	}
+	a := *attr
+	sys := syscall.SysProcAttr{}
+	if attr.Sys != nil {
+		sys = *attr.Sys
+	}
+	// ID, with no supplementary groups (root's would still be root's),
+	// in a mount namespace of its own; started as a vfork, which is
+	// cheap (a new user namespace here would cost a full fork).
+	sys.Cloneflags |= syscall.CLONE_NEWNS
+	sys.Credential = &syscall.Credential{Uid: ID, Gid: ID, Groups: []uint32{}}
+	sys.Ptrace = true
+	a.Sys = &sys
+	pid, err := syscall.ForkExec(bwrap, argv, &a)
+	if err != nil {
+		return 0, fmt.Errorf("starting %s: %w", bwrap, err)
+	}
+	if err := place(pid, trees, fds, home); err != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		reap(pid)
+		return 0, err
+	}
+	return pid, nil
+}
+
+// place attaches the idmapped copies fds at trees in the mount namespace of
+// pid, which is on its way to a stop at its exec, then lets it go once it
+// is there; the thread returns to home. bwrap runs none of its code
+// before it is let go, so the mounts are in place before it looks.
+func place(pid int, trees []string, fds []int, home int) error {
+	if err := attach(pid, trees, fds, home); err != nil {
+		return err
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+		return fmt.Errorf("starting bwrap for root's jail: it did not stop at its start (%v)", err)
+	}
+	if err := syscall.PtraceDetach(pid); err != nil {
+		return fmt.Errorf("starting bwrap for root's jail: %w", err)
+	}
+	return nil
+}
+
+func attach(pid int, trees []string, fds []int, home int) (err error) {
+	mntns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("root's jail's mount namespace: %w", err)
+	}
+	defer unix.Close(mntns)
+	// The thread has a filesystem context of its own from here on (the
+	// same root and directory); the launcher never changes either.
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("root's jail's mount namespace: %w", err)
 	}
-	// The thread has a filesystem context of its own from here on (the
-	// same root and directory); the launcher never changes either.
 	if err := unix.Setns(mntns, unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("root's jail's mount namespace: %w", err)
 	}
@@ -288,19 +296,20 @@ func place(pid int, trees []string, home int) (err error) {
 			err = fmt.Errorf("%w: %v", errStranded, e)
 		}
 	}()
+	// Nothing attached here may propagate to the host's namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("root's jail's mount namespace: %w", err)
+	}
 	for i, t := range trees {
 		if err := unix.MoveMount(fds[i], "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("root's view of %s: %w", t, err)
 		}
 	}
-	if err := syscall.PtraceDetach(pid); err != nil {
-		return fmt.Errorf("starting bwrap for root's jail: %w", err)
-	}
 	return nil
 }
 
 // idmapped is a detached copy of tree seen through userns: root's files
-// there are the namespace's root's.
+// there are ID's.
 func idmapped(tree string, userns int) (int, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, tree, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
@@ -311,6 +320,87 @@ func idmapped(tree string, userns int) (int, error) {
 		return -1, fmt.Errorf("root's view of %s: its filesystem cannot be idmapped (%w), so root's jail could not write it "+
 			"(fix: keep the workspace, the home and allow_write on a filesystem with idmapped mounts, such as ext4, xfs, btrfs or tmpfs, "+
 			"or run the agent as a user other than root)", tree, err)
+	}
+	return fd, nil
+}
+
+// Pin is where the user namespace that maps 0 to ID is kept between
+// launches (a bind mount of its namespace file, in a directory only root
+// may enter; gone at reboot): making one costs a process start, about as
+// much as the rest of the view.
+var Pin = "/run/cco-rootview/userns-" + strconv.Itoa(ID)
+
+// mapping is a descriptor of the user namespace that maps 0 to ID (uid and
+// gid): the pinned one, or a new one, pinned for the next launches.
+func mapping() (int, error) {
+	if fd, err := unix.Open(Pin, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err == nil {
+		if pinned(fd) {
+			return fd, nil
+		}
+		unix.Close(fd)
+	}
+	// Checked as the mapping is made, once a boot: an account given ID
+	// later is found at the next boot.
+	if err := free(); err != nil {
+		return -1, err
+	}
+	fd, err := newMapping()
+	if err == nil {
+		pin(fd)
+	}
+	return fd, err
+}
+
+// pinned reports whether fd is a user namespace that root made: only root
+// can mount one at Pin, whose directory only root may enter.
+func pinned(fd int) bool {
+	var fs unix.Statfs_t
+	if unix.Fstatfs(fd, &fs) != nil || fs.Type != unix.NSFS_MAGIC {
+		return false
+	}
+	if t, err := unix.IoctlRetInt(fd, unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWUSER {
+		return false
+	}
+	var owner uint32
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.NS_GET_OWNER_UID, uintptr(unsafe.Pointer(&owner)))
+	return e == 0 && owner == 0
+}
+
+// pin keeps the namespace fd at Pin, if it can: without, the next launch
+// makes another.
+func pin(fd int) {
+	dir := filepath.Dir(Pin)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Mode&0o077 != 0 {
+		return // not root's own directory: nothing is kept there
+	}
+	f, err := unix.Open(Pin, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return
+	}
+	unix.Close(f)
+	unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), Pin, "", unix.MS_BIND, "")
+}
+
+// newMapping makes the user namespace: a child in it, stopped at its exec
+// (under ptrace: it runs nothing), then killed. The calling thread must be
+// locked (ptrace ties the child to it).
+func newMapping() (int, error) {
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: ID, Size: 1}}
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"cco-rootview"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER, UidMappings: m, GidMappings: m, Ptrace: true, Pdeathsig: syscall.SIGKILL,
+	}})
+	if err != nil {
+		return -1, fmt.Errorf("a user namespace for root's jail: %w (fix: allow user namespaces, e.g. sysctl user.max_user_namespaces=15000)", err)
+	}
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	syscall.Kill(pid, syscall.SIGKILL)
+	reap(pid)
+	if err != nil {
+		return -1, fmt.Errorf("a user namespace for root's jail: %w", err)
 	}
 	return fd, nil
 }

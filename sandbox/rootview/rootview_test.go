@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,10 +129,24 @@ func sameMountNS(t *testing.T) {
 	}
 }
 
-// The mechanism itself: a root-owned 0600 file in a tree is the process's,
-// one outside is not, and what it creates in the tree is root's.
+// usePin points Pin at a directory of the test's, and removes what the
+// test pinned there.
+func usePin(t *testing.T) {
+	t.Helper()
+	old := Pin
+	Pin = filepath.Join(t.TempDir(), "pin", "userns")
+	t.Cleanup(func() {
+		unix.Unmount(Pin, unix.MNT_DETACH)
+		Pin = old
+	})
+}
+
+// The mechanism itself: a root-owned 0600 file in a tree is the process's
+// (ID's), one outside is not, and what it creates in the tree is root's; the
+// user namespace is pinned, and the pin serves the next start.
 func TestStart(t *testing.T) {
 	testenv.RequireRoot(t)
+	usePin(t)
 	d := t.TempDir()
 	os.Chmod(filepath.Dir(d), 0o755)
 	os.Chmod(d, 0o755)
@@ -139,27 +154,37 @@ func TestStart(t *testing.T) {
 	os.Mkdir(tree, 0o700)
 	os.WriteFile(tree+"/own", []byte("mine"), 0o600)
 	os.WriteFile(d+"/secret", []byte("secret"), 0o600)
-	out, code, err := run(t, d, []string{tree}, `cat tree/own; echo; cat secret; id -u; stat -c %u tree/own; touch tree/new`)
-	if err != nil {
-		t.Fatal(err)
+	id := strconv.Itoa(ID)
+	for i := 0; i < 2; i++ {
+		out, code, err := run(t, d, []string{tree}, `cat tree/own; echo; cat secret; id -u; stat -c %u tree/own; touch tree/new`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 0 || !strings.HasPrefix(out, "mine\n") || !strings.Contains(out, "Permission denied") || !strings.Contains(out, "\n"+id+"\n"+id+"\n") {
+			t.Errorf("exit %d, output %q: want the tree's file, a refusal of the other, uid %s and owner %s", code, out, id, id)
+		}
+		fi, err := os.Stat(tree + "/new")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("the file made in the tree is %d:%d on the host, want 0:0", st.Uid, st.Gid)
+		}
+		os.Remove(tree + "/new")
+		sameMountNS(t)
+		fd, err := unix.Open(Pin, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil || !pinned(fd) {
+			t.Fatalf("start %d: %s is not a pinned user namespace (%v)", i, Pin, err)
+		}
+		unix.Close(fd)
 	}
-	if code != 0 || !strings.HasPrefix(out, "mine\n") || !strings.Contains(out, "Permission denied") || !strings.Contains(out, "\n0\n0\n") {
-		t.Errorf("exit %d, output %q: want the tree's file, a refusal of the other, uid 0 and owner 0", code, out)
-	}
-	fi, err := os.Stat(tree + "/new")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
-		t.Errorf("the file made in the tree is %d:%d on the host, want 0:0", st.Uid, st.Gid)
-	}
-	sameMountNS(t)
 }
 
 // A tree that cannot be idmapped refuses, names the tree and the fix, and
 // the program never runs.
 func TestStartFailsClosed(t *testing.T) {
 	testenv.RequireRoot(t)
+	usePin(t)
 	d := t.TempDir()
 	os.Chmod(filepath.Dir(d), 0o755)
 	os.Chmod(d, 0o755)
