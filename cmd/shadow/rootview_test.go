@@ -241,3 +241,17 @@ func TestRootViewRefusesAClosedParent(t *testing.T) {
 		t.Errorf("exit %d, want %d naming %s and the fix\n%s", r.code, exitCannotRun, closed, r.stderr)
 	}
 }
+
+// A nested launch in root's jail runs in that same jail.
+func TestRootViewNested(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	w := newWorld(t, asRoot)
+	r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "nested", "root": root, "tag": "codex"})))
+	if r.code != 0 || r.report == nil || r.report["nested_err"] != "" {
+		t.Fatalf("exit %d %v\n%s", r.code, r.report, r.stderr)
+	}
+	if !strings.Contains(r.report["nested"], `"mntns":"`+r.report["mntns"]+`"`) {
+		t.Errorf("the nested launch ran elsewhere: %s, the jail is %s", r.report["nested"], r.report["mntns"])
+	}
+}
