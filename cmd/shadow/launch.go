@@ -130,7 +130,7 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 // (decided by sandbox.ProbeJail, never by a variable): a second bwrap would
 // only nest namespaces, and the jail's flags are the same.
 func nested(p *agent.Profile, vendor string, args []string, stderr io.Writer) int {
-	cfg, err := sandbox.LoadConfig(sandbox.SystemRoot + sandbox.ConfigPath)
+	cfg, err := sandbox.LoadNestedConfig(sandbox.SystemRoot + sandbox.ConfigPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "cco: %v\n", err)
 		return exitCannotRun
@@ -227,6 +227,17 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 			fds = append(fds, stW.Fd()) // descriptor 4
 		}
 	}
+	// Then the bind sources, opened without following a link.
+	srcs, err := sandbox.OpenBindSources(spec)
+	if err != nil {
+		closeOpen()
+		return cannot(err)
+	}
+	spec.BindFD = len(fds)
+	for _, f := range srcs {
+		open = append(open, f)
+		fds = append(fds, f.Fd())
+	}
 	// Ignored signals stay ignored across exec: a ^C from the terminal
 	// must reach the agent, not kill bwrap (whose death would SIGKILL the
 	// agent). The helper restores them for the agent.
@@ -238,17 +249,18 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	// launch would pay for; the shadow needs only the pid.
 	attr := &syscall.ProcAttr{Env: os.Environ(), Files: fds}
 	var bwrapPID int
-	if rootview.Applies(os.Geteuid()) {
+	err = sandbox.WithProcLimit(spec.MaxProcs, func() (err error) {
+		if !rootview.Applies(os.Geteuid()) {
+			bwrapPID, err = syscall.ForkExec(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...), attr)
+			return err
+		}
 		// Root's jail reads no root-only file (docs/adr/0018-root-view.md).
-		var trees []string
-		if trees, err = rootview.Prepare(spec); err == nil {
+		trees, err := rootview.Prepare(spec)
+		if err == nil {
 			bwrapPID, err = rootview.Start(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...), attr, trees)
 		}
-	} else {
-		if bwrapPID, err = syscall.ForkExec(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...), attr); err != nil {
-			err = fmt.Errorf("starting %s: %w", bwrap, err)
-		}
-	}
+		return err
+	})
 	closeOpen()
 	if err != nil {
 		return cannot(err)

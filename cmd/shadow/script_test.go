@@ -18,6 +18,8 @@ func TestScript(t *testing.T) {
 	root := systemRoot(t)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/scripts",
+		// Outside /tmp: the jail refuses workspaces there.
+		WorkdirRoot: testenv.WorkDir(t),
 		Setup: func(e *testscript.Env) error {
 			// Root's jail runs as an unprivileged host uid: like any
 			// user's, it must be able to enter the scenario's directory.
