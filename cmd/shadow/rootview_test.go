@@ -242,10 +242,12 @@ func TestRootViewRefusesAClosedParent(t *testing.T) {
 	}
 }
 
-// A nested launch in root's jail runs in that same jail.
+// A nested launch in root's jail runs in that same jail, with sandbox.toml
+// there (root's file shows as the overflow uid's in the view).
 func TestRootViewNested(t *testing.T) {
 	testenv.RequireRoot(t)
 	root := systemRoot(t)
+	withConfig(t, root, "egress = \"off\"\n")
 	w := newWorld(t, asRoot)
 	r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "nested", "root": root, "tag": "codex"})))
 	if r.code != 0 || r.report == nil || r.report["nested_err"] != "" {
