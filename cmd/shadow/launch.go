@@ -250,20 +250,21 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	attr := &syscall.ProcAttr{Env: os.Environ(), Files: fds}
 	var bwrapPID int
 	err = sandbox.WithProcLimit(spec.MaxProcs, func() (err error) {
-		if !rootview.Applies(os.Geteuid()) {
-			bwrapPID, err = syscall.ForkExec(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...), attr)
-			return err
+		start := func(argv []string) (int, error) { return syscall.ForkExec(bwrap, argv, attr) }
+		if rootview.Applies(os.Geteuid()) {
+			// Root's jail reads no root-only file (docs/adr/0018-root-view.md).
+			trees, err := rootview.Prepare(spec)
+			if err != nil {
+				return err
+			}
+			start = func(argv []string) (int, error) { return rootview.Start(bwrap, argv, attr, trees) }
 		}
-		// Root's jail reads no root-only file (docs/adr/0018-root-view.md).
-		trees, err := rootview.Prepare(spec)
-		if err == nil {
-			bwrapPID, err = rootview.Start(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...), attr, trees)
-		}
+		bwrapPID, err = start(append([]string{bwrap}, sandbox.Argv(spec)...))
 		return err
 	})
 	closeOpen()
 	if err != nil {
-		return cannot(err)
+		return cannot(fmt.Errorf("starting %s: %w", bwrap, err))
 	}
 	// bwrap's pidfd: the signals the shadow sends it can never reach a
 	// process that reused its pid after it was reaped.

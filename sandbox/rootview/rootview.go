@@ -249,7 +249,7 @@ func start(bwrap string, argv []string, attr *syscall.ProcAttr, trees []string, 
 	a.Sys = &sys
 	pid, err := syscall.ForkExec(bwrap, argv, &a)
 	if err != nil {
-		return 0, fmt.Errorf("starting %s: %w", bwrap, err)
+		return 0, err
 	}
 	if err := place(pid, trees, fds, home); err != nil {
 		syscall.Kill(pid, syscall.SIGKILL)
@@ -269,10 +269,10 @@ func place(pid int, trees []string, fds []int, home int) error {
 	}
 	var ws syscall.WaitStatus
 	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
-		return fmt.Errorf("starting bwrap for root's jail: it did not stop at its start (%v)", err)
+		return fmt.Errorf("it did not stop at its start (%v)", err)
 	}
 	if err := syscall.PtraceDetach(pid); err != nil {
-		return fmt.Errorf("starting bwrap for root's jail: %w", err)
+		return fmt.Errorf("letting it go: %w", err)
 	}
 	return nil
 }

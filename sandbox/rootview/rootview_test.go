@@ -73,9 +73,7 @@ func TestTrees(t *testing.T) {
 // cannot reach it); one below a tree, or below open directories, stays; a
 // tree below a closed directory refuses the launch.
 func TestPrepare(t *testing.T) {
-	d := t.TempDir()
-	os.Chmod(filepath.Dir(d), 0o755)
-	os.Chmod(d, 0o755)
+	d := openDir(t)
 	for _, p := range []string{"closed/sock", "open/sock", "home/.claude", "ws"} {
 		os.MkdirAll(filepath.Join(d, p), 0o755)
 	}
@@ -129,6 +127,15 @@ func sameMountNS(t *testing.T) {
 	}
 }
 
+// openDir is a temporary directory that ID may enter.
+func openDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	os.Chmod(filepath.Dir(d), 0o755)
+	os.Chmod(d, 0o755)
+	return d
+}
+
 // usePin points Pin at a directory of the test's, and removes what the
 // test pinned there.
 func usePin(t *testing.T) {
@@ -147,9 +154,7 @@ func usePin(t *testing.T) {
 func TestStart(t *testing.T) {
 	testenv.RequireRoot(t)
 	usePin(t)
-	d := t.TempDir()
-	os.Chmod(filepath.Dir(d), 0o755)
-	os.Chmod(d, 0o755)
+	d := openDir(t)
 	tree := d + "/tree"
 	os.Mkdir(tree, 0o700)
 	os.WriteFile(tree+"/own", []byte("mine"), 0o600)
@@ -185,9 +190,7 @@ func TestStart(t *testing.T) {
 func TestStartFailsClosed(t *testing.T) {
 	testenv.RequireRoot(t)
 	usePin(t)
-	d := t.TempDir()
-	os.Chmod(filepath.Dir(d), 0o755)
-	os.Chmod(d, 0o755)
+	d := openDir(t)
 	defer func(f func(int, *unix.MountAttr) error) { steps.setattr = f }(steps.setattr)
 	steps.setattr = func(int, *unix.MountAttr) error { return unix.EINVAL }
 	_, _, err := run(t, d, []string{d}, "touch ran")
