@@ -89,11 +89,10 @@ func within(p, dir string) bool {
 }
 
 // Prepare readies s for a jail that runs as ID: bwrap maps ID to 0 inside
-// (Spec.RootView), and masks that ID cannot reach
-// on the host (below a directory it may not enter, outside every tree) are
-// dropped, since the jail cannot reach them either and bwrap could not
-// mount over them. It returns the trees to map, or why the view cannot be
-// had.
+// (Spec.RootView), and masks that ID cannot reach on the host (below a
+// directory it may not enter, outside every tree) are dropped, since the
+// jail cannot reach them either and bwrap could not mount over them. It
+// returns the trees to map, or why the view cannot be had.
 func Prepare(s *sandbox.Spec) ([]string, error) {
 	trees := Trees(s)
 	for _, t := range trees {
