@@ -64,6 +64,9 @@ type Spec struct {
 	Env []string
 	// UnshareNet cuts the network (the egress jail); false shares the host's.
 	UnshareNet bool
+	// RootView maps bwrap's own uid and gid to 0 inside: bwrap runs as
+	// the unprivileged rootview.ID for root's jail (sandbox/rootview).
+	RootView bool
 	// SeccompFD and StatusFD are the child's descriptors for bwrap's
 	// --seccomp and --json-status-fd; 0 leaves them out.
 	SeccompFD, StatusFD int
@@ -134,6 +137,9 @@ func Argv(s *Spec) []string {
 		"--die-with-parent",
 		"--unshare-user", "--disable-userns",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
+	if s.RootView {
+		a = append(a, "--uid", "0", "--gid", "0")
+	}
 	if s.UnshareNet {
 		a = append(a, "--unshare-net")
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/pty"
+	"github.com/cco-dev/cco/sandbox/rootview"
 	"golang.org/x/sys/unix"
 )
 
@@ -248,10 +249,19 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	// syscall.ForkExec, not os/exec: os/exec makes a throw-away child once
 	// per process to learn whether pidfds work, a process start that every
 	// launch would pay for; the shadow needs only the pid.
+	attr := &syscall.ProcAttr{Env: os.Environ(), Files: fds}
 	var bwrapPID int
 	err = sandbox.WithProcLimit(spec.MaxProcs, func() (err error) {
-		bwrapPID, err = syscall.ForkExec(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...),
-			&syscall.ProcAttr{Env: os.Environ(), Files: fds})
+		start := func(argv []string) (int, error) { return syscall.ForkExec(bwrap, argv, attr) }
+		if rootview.Applies(os.Geteuid()) {
+			// Root's jail reads no root-only file (docs/adr/0018-root-view.md).
+			trees, err := rootview.Prepare(spec)
+			if err != nil {
+				return err
+			}
+			start = func(argv []string) (int, error) { return rootview.Start(bwrap, argv, attr, trees) }
+		}
+		bwrapPID, err = start(append([]string{bwrap}, sandbox.Argv(spec)...))
 		return err
 	})
 	closeOpen()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cco-dev/cco/internal/testenv"
@@ -19,6 +21,11 @@ func TestScript(t *testing.T) {
 		// Outside /tmp: the jail refuses workspaces there.
 		WorkdirRoot: testenv.WorkDir(t),
 		Setup: func(e *testscript.Env) error {
+			// Root's jail runs as an unprivileged host uid: like any
+			// user's, it must be able to enter the scenario's directory.
+			if err := os.Chmod(filepath.Dir(e.WorkDir), 0o711); err != nil {
+				return err
+			}
 			e.Setenv(rootEnv, root)
 			e.Setenv("HOME", e.WorkDir+"/home")
 			e.Setenv("USER", "root")

@@ -125,6 +125,8 @@ func main() {
 		os.WriteFile(".git/hooks/post-checkout", []byte("#!/bin/sh\n/tmp/evil\n"), 0o755)
 		os.WriteFile(".git/config", []byte("[core]\n\tbare = false\n\tfsmonitor = /tmp/evil\n"), 0o644)
 		return
+	case "rootview":
+		rootviewProbe()
 	case "sleep":
 		os.WriteFile("started-"+p.Tag, []byte(strconv.Itoa(os.Getpid())), 0o644)
 		time.Sleep(time.Hour)
