@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -82,9 +83,30 @@ const socketLock = "/var/lock/cco-test-sockets.lock"
 // before binding host sockets outside /tmp and /run. The test's own
 // launches meanwhile need no lock.
 func HostSockets(t testing.TB) {
-	release := lockSockets(t, syscall.LOCK_EX)
-	exclusive.Add(1)
-	t.Cleanup(func() { exclusive.Add(-1); release() })
+	t.Helper()
+	held.Lock()
+	defer held.Unlock()
+	if held.n == 0 {
+		held.release = lockSockets(t, syscall.LOCK_EX)
+	}
+	held.n++
+	exclusive.Store(int32(held.n))
+	t.Cleanup(func() {
+		held.Lock()
+		defer held.Unlock()
+		if held.n--; held.n == 0 {
+			held.release()
+		}
+		exclusive.Store(int32(held.n))
+	})
+}
+
+// held is this process's exclusive hold: one lock, however many tests and
+// sockets share it (flock would block on a second description of its own).
+var held struct {
+	sync.Mutex
+	n       int
+	release func()
 }
 
 // Launching holds the lock shared while a test launches the shadow; it
