@@ -260,7 +260,7 @@ func TestCollection(t *testing.T) {
 `), nil)
 	gather, strict := status.task("gather"), status.task("strict")
 	if gather.flag("failed") || gather.flag("changed") || gather["in_sync"] != false {
-		t.Errorf("cco_status with drift: failed %v, changed %v, in_sync %v", gather.flag("failed"), gather.flag("changed"), gather["in_sync"])
+		t.Errorf("cco_status with drift: failed %v, changed %v, in_sync %v: %s", gather.flag("failed"), gather.flag("changed"), gather["in_sync"], gather.text("msg"))
 	}
 	if !strict.flag("failed") || !strings.Contains(strict.text("msg"), "/usr/local/bin/codex") {
 		t.Errorf("cco_status fail_on_drift: failed %v, msg %q", strict.flag("failed"), strict.text("msg"))
@@ -332,7 +332,13 @@ func TestCollectionSanity(t *testing.T) {
 	if out, err := exec.Command("cp", "-r", collectionSource(), dst).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	args := []string{"sanity", "--color", "no"}
+	// The Python Debian's ansible runs on; ansible-test would otherwise try
+	// every version it knows of that some shim on PATH claims to have.
+	py, err := exec.Command("/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])").Output()
+	if err != nil {
+		t.Fatalf("/usr/bin/python3: %v", err)
+	}
+	args := []string{"sanity", "--color", "no", "--python", strings.TrimSpace(string(py))}
 	for _, test := range []string{"action-plugin-docs", "changelog", "compile", "empty-init", "future-import-boilerplate",
 		"ignores", "line-endings", "metaclass-boilerplate", "no-assert", "no-basestring", "no-dict-iteritems",
 		"no-dict-iterkeys", "no-dict-itervalues", "no-get-exception", "no-illegal-filenames", "no-main-display",

@@ -109,10 +109,12 @@ def main():
         module.fail_json(msg='cco-install status failed (exit %d): %s' % (rc, '; '.join(drift_lines(status)) or err.strip()),
                          status=status, in_sync=False, cmd=argv, rc=rc)
     in_sync = bool(status.get('in_sync'))
-    result = dict(changed=False, status=status, in_sync=in_sync, cmd=argv, rc=rc)
+    # No rc in the result: Ansible takes a non-zero rc for a failure, and
+    # drift (exit 3) is a finding here, not a failure.
+    result = dict(changed=False, status=status, in_sync=in_sync, cmd=argv)
     if not in_sync and p['fail_on_drift']:
         result['msg'] = 'cco drifted: ' + '; '.join(drift_lines(status))
-        module.fail_json(**result)
+        module.fail_json(rc=rc, **result)
     module.exit_json(**result)
 
 
