@@ -14,7 +14,9 @@ import (
 )
 
 // collectionSource is the collection in the checkout.
-func collectionSource() string { return filepath.Join(repo(), "ansible/ansible_collections/cco/agents") }
+func collectionSource() string {
+	return filepath.Join(repo(), "ansible/ansible_collections/cco/agents")
+}
 
 var (
 	collectionOnce sync.Once
@@ -136,7 +138,7 @@ func playbook(t *testing.T, m *Machine, collections, enter, book string, vars ma
 	var doc struct {
 		Plays []struct {
 			Tasks []struct {
-				Task  struct{ Name string }  `json:"task"`
+				Task  struct{ Name string } `json:"task"`
 				Hosts map[string]taskResult `json:"hosts"`
 			} `json:"tasks"`
 		} `json:"plays"`
