@@ -18,8 +18,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// File is goreleaser.yaml. The sections mkpkg does not read (archives,
-// checksum's siblings, release, changelog) are kept as raw nodes.
+// File is goreleaser.yaml. The sections mkpkg does not read (before,
+// archives, checksum's siblings, release, changelog) are kept as raw nodes.
 type File struct {
 	Version     int       `yaml:"version"`
 	ProjectName string    `yaml:"project_name"`
@@ -28,6 +28,7 @@ type File struct {
 	Builds      []Build   `yaml:"builds"`
 	NFPMs       []NFPM    `yaml:"nfpms"`
 	Checksum    Checksum  `yaml:"checksum"`
+	Before      yaml.Node `yaml:"before"`
 	Archives    yaml.Node `yaml:"archives"`
 	Release     yaml.Node `yaml:"release"`
 	Changelog   yaml.Node `yaml:"changelog"`
