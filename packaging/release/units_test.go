@@ -38,28 +38,28 @@ func unitKeys(t *testing.T, path string) map[string]string {
 // that catches up a missed day.
 func TestUpgradeUnits(t *testing.T) {
 	svc := unitKeys(t, "../systemd/cco-upgrade.service")
-	for k, want := range map[string]string{
+	wantKeys(t, "cco-upgrade.service", svc, map[string]string{
 		"Service.Type":             "oneshot",
 		"Service.ExecStart":        "/usr/bin/cco-install --upgrade all --json",
 		"Unit.ConditionPathExists": "/var/lib/cco/receipt.json",
 		"Unit.After":               "network-online.target",
-	} {
-		if svc[k] != want {
-			t.Errorf("cco-upgrade.service %s = %q, want %q", k, svc[k], want)
-		}
-	}
+	})
 	if _, ok := svc["Install.WantedBy"]; ok {
 		t.Error("cco-upgrade.service has an [Install] section: only the timer is enabled")
 	}
-	timer := unitKeys(t, "../systemd/cco-upgrade.timer")
-	for k, want := range map[string]string{
+	wantKeys(t, "cco-upgrade.timer", unitKeys(t, "../systemd/cco-upgrade.timer"), map[string]string{
 		"Timer.OnCalendar":         "daily",
 		"Timer.RandomizedDelaySec": "6h",
 		"Timer.Persistent":         "true",
 		"Install.WantedBy":         "timers.target",
-	} {
-		if timer[k] != want {
-			t.Errorf("cco-upgrade.timer %s = %q, want %q", k, timer[k], want)
+	})
+}
+
+func wantKeys(t *testing.T, unit string, got, want map[string]string) {
+	t.Helper()
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s %s = %q, want %q", unit, k, got[k], w)
 		}
 	}
 }

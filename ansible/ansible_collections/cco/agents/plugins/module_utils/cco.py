@@ -15,6 +15,19 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CONFLICT = 3
 
+# The options of every module (doc fragment cco.agents.cco).
+COMMON_ARGS = dict(
+    binary=dict(type='str', default='cco-install'),
+    root=dict(type='path', default='/'),
+)
+
+
+def common_args(**more):
+    """COMMON_ARGS plus a module's own options."""
+    spec = dict(COMMON_ARGS)
+    spec.update(more)
+    return spec
+
 
 def find_binary(module, binary):
     """The path of cco-install, or None when it is not installed."""

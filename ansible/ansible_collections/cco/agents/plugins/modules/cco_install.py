@@ -21,17 +21,9 @@ description:
   - A conflict (exit 3) or a failure ends the task with a C(msg) naming each
     step, what it found, the fix and the paths.
 version_added: "0.1.0"
-author:
-  - cco maintainers
+extends_documentation_fragment:
+  - cco.agents.cco
 options:
-  binary:
-    description: The cco-install to run, a name on PATH or a path.
-    type: str
-    default: cco-install
-  root:
-    description: Provision the system under this directory instead of C(/) (C(--root)).
-    type: path
-    default: /
   state:
     description:
       - C(present) installs and repairs, C(absent) undoes what the receipt
@@ -99,7 +91,7 @@ cmd:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.cco.agents.plugins.module_utils.cco import (
-    EXIT_CONFLICT, EXIT_OK, find_binary, run_json, step_problems)
+    EXIT_CONFLICT, EXIT_OK, common_args, find_binary, run_json, step_problems)
 
 
 def build_argv(path, params, check, diff):
@@ -128,9 +120,7 @@ def build_argv(path, params, check, diff):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            binary=dict(type='str', default='cco-install'),
-            root=dict(type='path', default='/'),
+        argument_spec=common_args(
             state=dict(type='str', choices=['present', 'absent'], default='present'),
             agents=dict(type='list', elements='str'),
             upgrade=dict(type='str', choices=['claude', 'codex', 'all']),

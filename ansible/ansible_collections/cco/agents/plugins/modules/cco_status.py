@@ -17,17 +17,9 @@ description:
     shadow on PATH) fails the task only with O(fail_on_drift=true), so a
     fleet report can gather every host's status.
 version_added: "0.1.0"
-author:
-  - cco maintainers
+extends_documentation_fragment:
+  - cco.agents.cco
 options:
-  binary:
-    description: The cco-install to run, a name on PATH or a path.
-    type: str
-    default: cco-install
-  root:
-    description: Check the system under this directory instead of C(/) (C(--root)).
-    type: path
-    default: /
   verify:
     description: Re-hash every owned file instead of trusting size, mtime and inode (C(--verify)).
     type: bool
@@ -64,7 +56,7 @@ in_sync:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.cco.agents.plugins.module_utils.cco import (
-    EXIT_CONFLICT, EXIT_OK, find_binary, run_json)
+    EXIT_CONFLICT, EXIT_OK, common_args, find_binary, run_json)
 
 
 def drift_lines(status):
@@ -82,9 +74,7 @@ def drift_lines(status):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            binary=dict(type='str', default='cco-install'),
-            root=dict(type='path', default='/'),
+        argument_spec=common_args(
             verify=dict(type='bool', default=False),
             fail_on_drift=dict(type='bool', default=False),
         ),
