@@ -18,6 +18,11 @@ if [ ! -x "$CCO_INSTALL" ]; then
 	echo "cco: $CCO_INSTALL is missing; nothing to undo" >&2
 	exit 0
 fi
+# The upgrade timer goes with the rest (--uninstall removes its link); a
+# running systemd also stops it now, not at the next boot.
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+	systemctl stop cco-upgrade.timer cco-upgrade.service >/dev/null 2>&1 || true
+fi
 "$CCO_INSTALL" --uninstall --yes
 rc=$?
 [ "$rc" -eq 0 ] && exit 0

@@ -4,16 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The Debian packages the tests use, by name: a command on PATH is not the
+# package (ansible-core has ansible-playbook, but the ansible.posix.json
+# callback and the community.general.chroot connection the vm-tests use come
+# with the ansible package).
+#   bubblewrap iproute2 curl: the jail and its network tests
+#   mmdebstrap zstd: the vm-tests' Debian root
+#   ansible-core ansible: the collection's scenarios and ansible-test sanity
+#   rpm createrepo-c: the rpm's layout and signature, the rpm repository
+#   apt-utils gpgv: the apt repository (apt-ftparchive) and its signatures
+want=(bubblewrap iproute2 curl mmdebstrap zstd ansible-core ansible rpm createrepo-c apt-utils gpgv)
 need=()
-command -v bwrap >/dev/null || need+=(bubblewrap)
-command -v ip >/dev/null || need+=(iproute2)
-command -v curl >/dev/null || need+=(curl)
-# The vm-tests build a fresh Debian root with mmdebstrap, test the Ansible
-# example, and inspect the rpm and the deb.
-command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
-command -v ansible-playbook >/dev/null || need+=(ansible)
-command -v rpm >/dev/null || need+=(rpm)
-command -v zstd >/dev/null || need+=(zstd)
+for p in "${want[@]}"; do
+  dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || need+=("$p")
+done
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need[*]}; install them (sudo apt-get install -y ${need[*]}) or run this as root" >&2
@@ -36,7 +40,7 @@ for target in FuzzExtractTar FuzzExtract; do
   go test -run '^$' -fuzz "^${target}\$" -fuzztime 20s -fuzzminimizetime 5s ./vendorfetch/extract/
 done
 
-# --- shipping: packages, vm-tests, Ansible (packaging/, vm-tests/, examples/) ---
+# --- shipping: packages, repositories, vm-tests, the Ansible collection (packaging/, vm-tests/, ansible/, examples/) ---
 # The vm-tests start a fresh Debian root (built once by mmdebstrap and cached
 # in /var/cache/cco-vm-tests: the only step here that reaches the Debian
 # archive) in its own namespaces and install the real .deb in it.

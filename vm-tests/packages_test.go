@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cco-dev/cco/packaging/release"
+	"github.com/cco-dev/cco/packaging/signing"
 )
 
 // The two builds the scenarios install: "old" is the previous release an
@@ -57,8 +58,10 @@ func skipIfStandIn(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	for _, d := range []string{buildDir, collectionTmp} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }
@@ -82,9 +85,19 @@ func packages(t *testing.T) map[string]*Build {
 				standIns = append(standIns, id)
 			}
 		}
+		// The packages are signed as a release's are, with a throwaway key.
+		key, err := signing.Generate("cco vm-tests release key", "release@cco-dev.invalid")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		keyFile := filepath.Join(buildDir, "release-key.asc")
+		if buildErr = key.WriteSecret(keyFile); buildErr != nil {
+			return
+		}
 		builds = map[string]*Build{}
 		for _, v := range []string{oldVersion, newVersion} {
-			b, err := buildVersion(v)
+			b, err := buildVersion(v, keyFile)
 			if err != nil {
 				buildErr = err
 				return
@@ -101,7 +114,7 @@ func packages(t *testing.T) map[string]*Build {
 	return builds
 }
 
-func buildVersion(v string) (*Build, error) {
+func buildVersion(v, keyFile string) (*Build, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	f, err := release.Load(filepath.Join(repo(), "goreleaser.yaml"))
@@ -109,7 +122,7 @@ func buildVersion(v string) (*Build, error) {
 		return nil, err
 	}
 	o := &release.Options{Repo: repo(), Dist: filepath.Join(buildDir, v), Version: v,
-		Arches: []string{hostArch()}, Formats: []string{"deb"}, Epoch: time.Unix(1700000000, 0)}
+		Arches: []string{hostArch()}, Formats: []string{"deb"}, Epoch: time.Unix(1700000000, 0), SigningKey: keyFile}
 	for _, id := range standIns {
 		p := filepath.Join(buildDir, id+"-stand-in-"+v)
 		if err := os.WriteFile(p, []byte("#!/bin/sh\n# stand-in "+id+" "+v+"\necho \"stand-in "+id+": $0\" >&2\nexit 126\n"), 0o755); err != nil {

@@ -162,10 +162,13 @@ echo "marker: $(cat /run/cco/jail 2>&1)"
 // vendor's (the vendor mirror scenario will install the real layout), and
 // removes them, with the directories it made, when the test ends: they
 // are the test's, not cco's, and must not count against a clean removal.
-func putFakeVendors(t *testing.T, m *Machine) {
+func putFakeVendors(t *testing.T, m *Machine) { t.Helper(); putVendors(t, m, fakeVendor) }
+
+// putVendors is putFakeVendors with script as every vendor binary.
+func putVendors(t *testing.T, m *Machine, script string) {
 	t.Helper()
 	src := filepath.Join(t.TempDir(), "vendor")
-	if err := os.WriteFile(src, []byte(fakeVendor), 0o755); err != nil {
+	if err := os.WriteFile(src, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range agent.Names() {

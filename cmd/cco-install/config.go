@@ -41,6 +41,7 @@ var keys = []key{
 	{"lock_timeout", "2m", "lock-timeout", "how long a run waits for another run's lock"},
 	{"progress", "auto", "progress", "download progress: auto, always or never"},
 	{"bundle", "", "bundle", "offline bundle to install from, instead of the network"},
+	{"auto_upgrade", false, "", "enable cco-upgrade.timer: a daily cco-install --upgrade all"},
 	{"claude.channel", "", "", "Claude Code release channel (stable when no version is pinned)"},
 	{"claude.version", "", "", "pinned Claude Code version"},
 	{"claude.base_url", "https://downloads.claude.ai/claude-code-releases", "", "Claude Code release store"},

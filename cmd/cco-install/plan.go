@@ -181,6 +181,9 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 	if d := cfg.String("shared_login_dir"); d != "" {
 		steps = append(steps, &login.Step{Dir: d, Users: cfg.Users})
 	}
+	if steps, err = appendAutoUpgrade(steps, run, cfg); err != nil {
+		return nil, err
+	}
 	vcfg, err := vendorConfig(cfg, run, o)
 	if err != nil {
 		return nil, err

@@ -34,6 +34,9 @@ type Options struct {
 	Prebuilt map[string]string
 	// Log receives one line per action; nil discards.
 	Log io.Writer
+	// SigningKey, when set, is the OpenPGP secret key file that signs every
+	// package, whatever the nfpm sections' key_file says.
+	SigningKey string
 }
 
 // Artifact is one file the run produced.

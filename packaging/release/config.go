@@ -18,8 +18,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// File is goreleaser.yaml. The sections mkpkg does not read (archives,
-// checksum's siblings, release, changelog) are kept as raw nodes.
+// File is goreleaser.yaml. The sections mkpkg does not read (before,
+// archives, checksum's siblings, release, changelog) are kept as raw nodes.
 type File struct {
 	Version     int       `yaml:"version"`
 	ProjectName string    `yaml:"project_name"`
@@ -28,6 +28,7 @@ type File struct {
 	Builds      []Build   `yaml:"builds"`
 	NFPMs       []NFPM    `yaml:"nfpms"`
 	Checksum    Checksum  `yaml:"checksum"`
+	Before      yaml.Node `yaml:"before"`
 	Archives    yaml.Node `yaml:"archives"`
 	Release     yaml.Node `yaml:"release"`
 	Changelog   yaml.Node `yaml:"changelog"`
@@ -66,15 +67,32 @@ type NFPM struct {
 	Contents         []Content `yaml:"contents"`
 	Scripts          Scripts   `yaml:"scripts"`
 	RPM              RPM       `yaml:"rpm"`
+	Deb              Deb       `yaml:"deb"`
+}
+
+// Deb is an nfpm's deb section.
+type Deb struct {
+	Signature Signature `yaml:"signature"`
+}
+
+// Signature is a package signature's settings: key_file is an OpenPGP
+// secret key (armored or not). An empty key_file leaves the package
+// unsigned; the passphrase comes from the environment, as in goreleaser
+// (NFPM_<ID>_<FORMAT>_PASSPHRASE, NFPM_<ID>_PASSPHRASE, NFPM_PASSPHRASE).
+type Signature struct {
+	KeyFile string `yaml:"key_file"`
+	// Type is the deb signature's role: origin (the default), maint or archive.
+	Type string `yaml:"type"`
 }
 
 // RPM is an nfpm's rpm section. buildhost matters: without it the package
 // carries the name of the machine that built it.
 type RPM struct {
-	Summary   string `yaml:"summary"`
-	Group     string `yaml:"group"`
-	Packager  string `yaml:"packager"`
-	BuildHost string `yaml:"buildhost"`
+	Summary   string    `yaml:"summary"`
+	Group     string    `yaml:"group"`
+	Packager  string    `yaml:"packager"`
+	BuildHost string    `yaml:"buildhost"`
+	Signature Signature `yaml:"signature"`
 }
 
 // Content is one entry of an nfpm's contents.
@@ -197,7 +215,7 @@ func expand(what, text string, data map[string]any) (string, error) {
 	if !strings.Contains(text, "{{") {
 		return text, nil
 	}
-	t, err := template.New(what).Option("missingkey=error").Parse(text)
+	t, err := template.New(what).Option("missingkey=error").Funcs(funcs).Parse(text)
 	if err != nil {
 		return "", fmt.Errorf("%s: template %q: %w", what, text, err)
 	}
@@ -206,6 +224,18 @@ func expand(what, text string, data map[string]any) (string, error) {
 		return "", fmt.Errorf("%s: template %q: %w (mkpkg knows %s)", what, text, err, knownFields(data))
 	}
 	return out.String(), nil
+}
+
+// funcs are the goreleaser template functions mkpkg knows.
+var funcs = template.FuncMap{
+	// envOrDefault is goreleaser's: the variable, or def when it is unset
+	// or empty (a release sets the signing key; a test build need not).
+	"envOrDefault": func(name, def string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return def
+	},
 }
 
 func knownFields(data map[string]any) string {

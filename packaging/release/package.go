@@ -92,6 +92,9 @@ func (o *Options) Info(f *File, n *NFPM, arch, format string) (*nfpm.Info, error
 		// goreleaser builds GOAMD64=v1 and says so in the deb's control.
 		info.Deb.ArchVariant = "v1"
 	}
+	if err := o.signature(info, n, format, data); err != nil {
+		return nil, err
+	}
 	info.RPM.Summary, info.RPM.Group = n.RPM.Summary, n.RPM.Group
 	info.RPM.Packager, info.RPM.BuildHost = n.RPM.Packager, n.RPM.BuildHost
 	for _, id := range n.IDs {

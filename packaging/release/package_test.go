@@ -149,7 +149,7 @@ func TestRPMLayout(t *testing.T) {
 	if got := run(t, "rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH} %{BUILDHOST} %{BUILDTIME}\n", rpm); got != "cco 0.2.0 x86_64 cco-release 1700000000\n" {
 		t.Errorf("header: %q", got)
 	}
-	if got := run(t, "rpm", "-qpl", rpm); got != "/usr/bin/cco-install\n/usr/lib/cco/egress-proxy\n/usr/lib/cco/shadow\n/usr/share/doc/cco/README\n" {
+	if got := run(t, "rpm", "-qpl", rpm); got != "/usr/bin/cco-install\n/usr/lib/cco/egress-proxy\n/usr/lib/cco/shadow\n/usr/lib/systemd/system/cco-upgrade.service\n/usr/lib/systemd/system/cco-upgrade.timer\n/usr/share/doc/cco/README\n" {
 		t.Errorf("files:\n%s", got)
 	}
 	if got := run(t, "rpm", "-qp", "--requires", rpm); !strings.HasPrefix(got, "bubblewrap\n") {

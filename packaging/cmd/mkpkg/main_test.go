@@ -27,6 +27,7 @@ func TestRun(t *testing.T) {
 		{"no version", base, 2, "--version is required"},
 		{"bad prebuilt", append(append([]string{}, base...), "--version", "1.0.0", "--prebuilt", "shadow"), 2, "want ID=FILE"},
 		{"stray argument", append(append([]string{}, base...), "extra"), 2, `"extra"`},
+		{"repo without a key", append(append([]string{}, base...), "--version", "1.0.0", "--apt-repo", dir, "--signing-key", ""), 2, "give the key with --signing-key FILE"},
 		{"missing config", []string{"--config", filepath.Join(dir, "nope.yaml"), "--version", "1.0.0"}, 1, "nope.yaml"},
 		{"deb only", append(append(append([]string{}, base...), pre...), "--version", "1.0.0", "--arch", "amd64", "--format", "deb", "--dist", filepath.Join(dir, "dist")),
 			0, "deb\tamd64\t" + filepath.Join(dir, "dist", "cco_1.0.0_amd64.deb")},
