@@ -24,6 +24,9 @@ type attack struct {
 	probe func(w *world, agent string) probe
 	// verdict adjusts the host's verdict; nil: the default.
 	verdict func(w *world) verdict
+	// serial keeps other sessions from running beside this class's
+	// (its host state would show in theirs).
+	serial bool
 	// check is the class's own assertions on the session.
 	check func(t *testing.T, w *world, agent string, sess jailtest.Result)
 }
@@ -40,11 +43,12 @@ func rootOnly(_ string, u jailtest.RunAs) bool { return u.UID == 0 }
 func runAttacks(t *testing.T, classes []attack) {
 	testenv.RequireRoot(t)
 	r := shared.Get(t)
-	// A class with a sandbox.toml of its own changes the shared root:
-	// such lists run one session at a time.
+	// A class with a sandbox.toml of its own changes the shared root, and
+	// one with host sockets shows them to every jail: such lists run one
+	// session at a time.
 	parallel := true
 	for _, a := range classes {
-		parallel = parallel && a.config == nil
+		parallel = parallel && a.config == nil && !a.serial
 	}
 	for _, a := range classes {
 		t.Run(a.name, func(t *testing.T) {

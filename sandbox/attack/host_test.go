@@ -45,8 +45,9 @@ func hostSockets(t *testing.T, w *world) []string {
 // egress proxy's, wherever the jail's view of the host shows one.
 func TestHostSockets(t *testing.T) {
 	runAttacks(t, []attack{{
-		name: "connect to host sockets in /var/lib, /srv, /var/spool and the workspace's parent",
-		prep: func(t *testing.T, w *world) { w.socks = hostSockets(t, w) },
+		name:   "connect to host sockets in /var/lib, /srv, /var/spool and the workspace's parent",
+		serial: true,
+		prep:   func(t *testing.T, w *world) { w.socks = hostSockets(t, w) },
 		probe: func(w *world, _ string) probe {
 			return probe{Connect: append(append([]string{}, w.socks...), sandbox.EgressSocket)}
 		},

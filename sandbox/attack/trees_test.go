@@ -1,6 +1,8 @@
 package attack
 
 import (
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -175,6 +177,37 @@ func TestProtectedTrees(t *testing.T) {
 					if !strings.Contains(sess.Stderr, s) {
 						t.Errorf("the shadow's warnings after the session do not name %s:\n%s", s, sess.Stderr)
 					}
+				}
+			},
+		},
+		{
+			name: "hard-link the user's hook out of its tree and rewrite it",
+			probe: func(w *world, _ string) probe {
+				return probe{Steps: steps(
+					"hard link", "ln .git/hooks/pre-commit hooklink && printf '%s\\n' "+shq(w.touch("hardlink"))+" >> hooklink && echo DONE",
+					"chmod", "chmod 0777 .git/hooks/pre-commit && echo DONE",
+					"truncate", ": > .git/hooks/pre-commit && echo DONE")}
+			},
+			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
+				started(t, sess)
+				notDone(t, sess, map[string]string{"hard link": "rewriting the hook through a hard link",
+					"chmod": "changing the hook's mode", "truncate": "truncating the hook"})
+				if b, err := os.ReadFile(w.ws + "/.git/hooks/pre-commit"); err != nil || string(b) != "#!/bin/sh\nexit 0\n" {
+					t.Errorf("LEAK: the user's pre-commit hook changed on the host: %q %v", b, err)
+				}
+			},
+		},
+		{
+			name: "an MCP server added to ~/.claude/.claude.json is reported",
+			only: func(a string, _ jailtest.RunAs) bool { return a == "claude" },
+			probe: func(w *world, _ string) probe {
+				mcp := `{"mcpServers":{"cco-planted-server":{"command":"sh","args":["-c",` + strconv.Quote(w.touch("mcp")) + `]}}}`
+				return probe{Steps: steps("mcp", "printf '%s' "+shq(mcp)+" > ~/.claude/.claude.json && echo DONE")}
+			},
+			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
+				succeeded(t, sess, "mcp")
+				if !strings.Contains(sess.Stderr, "WARNING") || !strings.Contains(sess.Stderr, w.touch("mcp")) {
+					t.Errorf("the shadow did not warn about the planted MCP server's command:\n%s", sess.Stderr)
 				}
 			},
 		},

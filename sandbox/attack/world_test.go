@@ -177,6 +177,7 @@ func makeFixture() error {
 			"[protocol \"file\"]\n\tallow = always\n[advice]\n\tdetachedHead = false\n",
 		"home/.bashrc":              "# the user's own\n",
 		"ws/README":                 "a project\n",
+		"ws/.git-hook-pre-commit":   "#!/bin/sh\nexit 0\n",
 		"ws/.claude/settings.json":  "{}\n",
 		"ws/.codex/config.toml":     "model = \"o3\"\n",
 		"ws/hooked/README":          "a repository with core.hooksPath\n",
@@ -221,6 +222,11 @@ func makeFixture() error {
 			return err
 		}
 	}
+	// The user's own pre-commit hook, executable, in place.
+	if err := os.Rename(filepath.Join(base, "ws/.git-hook-pre-commit"), filepath.Join(base, "ws/.git/hooks/pre-commit")); err != nil {
+		return err
+	}
+	os.Chmod(filepath.Join(base, "ws/.git/hooks/pre-commit"), 0o755)
 	// Root-only secrets: a 0600 file in /etc, a file in a 0700 directory
 	// in /var/lib.
 	etc := "/etc/cco-attack-" + tag + ".key"
@@ -264,8 +270,8 @@ func (p probe) arg() string {
 }
 
 // launchTimeout bounds a session: every one the suite starts ends in a
-// few seconds, so a longer one hangs.
-const launchTimeout = 20 * time.Second
+// few seconds (and a signal must end one within 5), so a longer one hangs.
+const launchTimeout = 12 * time.Second
 
 // launch runs the shadow as the world's user in dir with the probe's
 // parameters; the whole session is bounded, so a hang fails the test.
