@@ -3,6 +3,7 @@ package attack
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cco-dev/cco/internal/jailtest"
@@ -80,7 +81,7 @@ func TestPlantedLinks(t *testing.T) {
 			probe: func(w *world, _ string) probe {
 				return probe{Steps: steps("fifo", "rm -f ~/.claude/.claude.json && mkfifo ~/.claude/.claude.json && echo DONE")}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) { started(t, sess) },
+			check: planted("fifo"),
 		},
 		{
 			name: "link ~/.claude/.claude.json to /dev/zero",
@@ -88,7 +89,7 @@ func TestPlantedLinks(t *testing.T) {
 			probe: func(w *world, _ string) probe {
 				return probe{Steps: steps("link", linkAt(w.Home+"/.claude/.claude.json", "/dev/zero"))}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) { started(t, sess) },
+			check: planted("link"),
 		},
 		{
 			name: "link ~/.claude/.claude.json to the ssh key",
@@ -96,7 +97,7 @@ func TestPlantedLinks(t *testing.T) {
 			probe: func(w *world, _ string) probe {
 				return probe{Steps: steps("link", linkAt(w.Home+"/.claude/.claude.json", ssh(w)))}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) { started(t, sess) },
+			check: planted("link"),
 		},
 		{
 			name: "FIFOs at .git/config and HEAD in a new repository",
@@ -108,7 +109,7 @@ func TestPlantedLinks(t *testing.T) {
 			// The host's git would wait on the FIFO itself: that is git's
 			// business; the shadow's own reads must not.
 			verdict: func(w *world) verdict { return verdict{noGit: true} },
-			check:   func(t *testing.T, w *world, _ string, sess jailtest.Result) { started(t, sess) },
+			check:   planted("fifo"),
 		},
 		{
 			name: "link .git/config to the ssh key in a new repository",
@@ -120,7 +121,19 @@ func TestPlantedLinks(t *testing.T) {
 			verdict: func(w *world) verdict {
 				return verdict{noGit: true, secondLoot: []string{w.Base + "/fresh/.git/config"}}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) { started(t, sess) },
+			check: planted("link"),
 		},
 	})
+}
+
+// planted checks that the probe planted what the class is about (where the
+// jail lets it, by design), so that the verdict is not passed for nothing. A
+// session that then hangs is the verdict's to report.
+func planted(name string) func(t *testing.T, w *world, _ string, sess jailtest.Result) {
+	return func(t *testing.T, w *world, _ string, sess jailtest.Result) {
+		t.Helper()
+		if got := sess.Report["sh:"+name]; !strings.Contains(got, "DONE") {
+			t.Errorf("the probe could not plant its %s: %q\nstderr %s", name, got, sess.Stderr)
+		}
+	}
 }
