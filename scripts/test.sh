@@ -8,6 +8,9 @@ need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v ip >/dev/null || need+=(iproute2)
 command -v curl >/dev/null || need+=(curl)
+# The adversarial suite (sandbox/attack) takes its verdict with the host's git, and serves a
+# repository with git-http-backend.
+command -v git >/dev/null || need+=(git)
 # The vm-tests build a fresh Debian root with mmdebstrap, test the Ansible
 # example, and inspect the rpm and the deb.
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
