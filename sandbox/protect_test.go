@@ -3,7 +3,6 @@ package sandbox
 import (
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,16 +10,6 @@ import (
 
 	"github.com/cco-dev/cco/agent"
 )
-
-func git(t testing.TB, dir string, args ...string) {
-	t.Helper()
-	c := exec.Command("git", append([]string{"-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"}, args...)...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x", "GIT_CONFIG_NOSYSTEM=1")
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
 
 func planIn(t *testing.T, f *fixture, cwd string) (*Spec, *Prep, *argvCheck) {
 	t.Helper()
