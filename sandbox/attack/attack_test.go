@@ -126,6 +126,16 @@ func notDone(t *testing.T, sess jailtest.Result, what map[string]string) {
 	}
 }
 
+// refuses is a class's check: the session ran, and none of the named
+// steps (step name: what it attempts) got to its end.
+func refuses(what map[string]string) func(t *testing.T, w *world, agent string, sess jailtest.Result) {
+	return func(t *testing.T, w *world, _ string, sess jailtest.Result) {
+		t.Helper()
+		started(t, sess)
+		notDone(t, sess, what)
+	}
+}
+
 func steps(kv ...string) []step {
 	var out []step
 	for i := 0; i+1 < len(kv); i += 2 {

@@ -69,11 +69,8 @@ func TestPlantedLinks(t *testing.T) {
 					"claude settings", linkAt(w.Home+"/.claude/settings.json", ssh(w)),
 					"codex config", linkAt(w.Home+"/.codex/config.toml", ssh(w)))}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"claude settings": "planting a link at ~/.claude/settings.json",
-					"codex config": "planting a link at ~/.codex/config.toml"})
-			},
+			check: refuses(map[string]string{"claude settings": "planting a link at ~/.claude/settings.json",
+				"codex config": "planting a link at ~/.codex/config.toml"}),
 		},
 		{
 			name: "FIFO at ~/.claude/.claude.json",

@@ -21,10 +21,7 @@ func TestProtectedTrees(t *testing.T) {
 					"rename", "mv .git .git-aside && cp -a .git-aside .git && echo DONE",
 					"plant", w.plantGit("dotgit", ".git/hooks", ".git/config"))}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"rename": "renaming .git"})
-			},
+			check: refuses(map[string]string{"rename": "renaming .git"}),
 		},
 		{
 			name: "rename .git/hooks and plant new hooks",
@@ -33,10 +30,7 @@ func TestProtectedTrees(t *testing.T) {
 					"rename", "mv .git/hooks .git/hooks-aside && echo DONE",
 					"plant", w.plantGit("hooks", ".git/hooks", ""))}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"rename": "renaming .git/hooks"})
-			},
+			check: refuses(map[string]string{"rename": "renaming .git/hooks"}),
 		},
 		{
 			name: "rewrite .git/config",
@@ -48,11 +42,8 @@ func TestProtectedTrees(t *testing.T) {
 					"replace", "cp .git/config c.new; printf '%s' "+evil+" >> c.new && mv -f c.new .git/config && echo DONE",
 					"unlink", "rm -f .git/config && printf '%s' "+evil+" > .git/config && echo DONE")}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"git config": "git config writing .git/config", "append": "appending to .git/config",
-					"replace": "renaming a file over .git/config", "unlink": "removing and recreating .git/config"})
-			},
+			check: refuses(map[string]string{"git config": "git config writing .git/config", "append": "appending to .git/config",
+				"replace": "renaming a file over .git/config", "unlink": "removing and recreating .git/config"}),
 		},
 		{
 			name: "rename .claude and plant settings",
@@ -62,10 +53,7 @@ func TestProtectedTrees(t *testing.T) {
 					"plant", "mkdir -p .claude; printf '%s' "+shq(w.claudeHooks("claude-settings"))+" > .claude/settings.json && echo DONE; "+
 						"printf '%s' "+shq(w.claudeHooks("claude-local"))+" > .claude/settings.local.json && echo DONE")}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"rename": "renaming .claude", "plant": "writing .claude's settings"})
-			},
+			check: refuses(map[string]string{"rename": "renaming .claude", "plant": "writing .claude's settings"}),
 		},
 		{
 			name: "rename .codex and plant config",
@@ -74,10 +62,7 @@ func TestProtectedTrees(t *testing.T) {
 					"rename", "mv .codex .codex-aside && echo DONE",
 					"plant", "mkdir -p .codex; printf '%s' "+shq(w.codexNotify("codex-config"))+" > .codex/config.toml && echo DONE")}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"rename": "renaming .codex", "plant": "writing .codex/config.toml"})
-			},
+			check: refuses(map[string]string{"rename": "renaming .codex", "plant": "writing .codex/config.toml"}),
 		},
 		{
 			name: "create .git/commondir naming a planted common dir",
@@ -86,10 +71,7 @@ func TestProtectedTrees(t *testing.T) {
 					"evil common dir", "cp -a .git evil-common && "+w.plantGit("commondir", "evil-common/hooks", "evil-common/config"),
 					"commondir", "printf '../evil-common\\n' > .git/commondir && echo DONE")}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"commondir": "creating .git/commondir"})
-			},
+			check: refuses(map[string]string{"commondir": "creating .git/commondir"}),
 		},
 		{
 			name: "create .git/config.worktree",
@@ -98,10 +80,7 @@ func TestProtectedTrees(t *testing.T) {
 					"config.worktree", "printf '%s' "+shq(w.evilConfig("config-worktree"))+" > .git/config.worktree && echo DONE",
 					"enable", "git config extensions.worktreeConfig true && echo DONE")}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"config.worktree": "creating .git/config.worktree", "enable": "enabling extensions.worktreeConfig"})
-			},
+			check: refuses(map[string]string{"config.worktree": "creating .git/config.worktree", "enable": "enabling extensions.worktreeConfig"}),
 		},
 		{
 			name: "create .git/info/attributes",
@@ -109,10 +88,7 @@ func TestProtectedTrees(t *testing.T) {
 				return probe{Steps: steps(
 					"attributes", "mkdir -p .git/info; printf '* diff=cco-planted filter=cco-planted\\n' > .git/info/attributes && echo DONE")}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"attributes": "creating .git/info/attributes"})
-			},
+			check: refuses(map[string]string{"attributes": "creating .git/info/attributes"}),
 		},
 		{
 			name: "plant hooks and config in .git/modules/sub",
@@ -121,10 +97,7 @@ func TestProtectedTrees(t *testing.T) {
 					"rename", "mv .git/modules/sub/hooks .git/modules/sub/hooks-aside && echo DONE")}
 			},
 			verdict: func(w *world) verdict { return verdict{repos: []string{w.ws + "/sub", w.ws}} },
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"rename": "renaming .git/modules/sub/hooks"})
-			},
+			check:   refuses(map[string]string{"rename": "renaming .git/modules/sub/hooks"}),
 		},
 		{
 			name: "create .git/worktrees/wt/commondir and config.worktree",
@@ -135,10 +108,7 @@ func TestProtectedTrees(t *testing.T) {
 					"config.worktree", "printf '%s' "+shq(w.evilConfig("wt-config-worktree"))+" > .git/worktrees/wt/config.worktree && echo DONE")}
 			},
 			verdict: func(w *world) verdict { return verdict{repos: []string{w.wt}} },
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"commondir": "creating .git/worktrees/wt/commondir", "config.worktree": "creating .git/worktrees/wt/config.worktree"})
-			},
+			check:   refuses(map[string]string{"commondir": "creating .git/worktrees/wt/commondir", "config.worktree": "creating .git/worktrees/wt/config.worktree"}),
 		},
 		{
 			name: "write hooks into a core.hooksPath inside the workspace",
@@ -147,10 +117,7 @@ func TestProtectedTrees(t *testing.T) {
 					"rename", "mv hooked/.githooks hooked/.githooks-aside && mkdir hooked/.githooks && echo DONE")}
 			},
 			verdict: func(w *world) verdict { return verdict{repos: []string{w.ws + "/hooked"}} },
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"rename": "renaming the core.hooksPath directory"})
-			},
+			check:   refuses(map[string]string{"rename": "renaming the core.hooksPath directory"}),
 		},
 		{
 			name: "write hooks and config in a nested repository",
@@ -159,10 +126,7 @@ func TestProtectedTrees(t *testing.T) {
 					"rename", "mv nested/.git nested/.git-aside && echo DONE")}
 			},
 			verdict: func(w *world) verdict { return verdict{repos: []string{w.ws + "/nested"}} },
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"rename": "renaming the nested repository's .git"})
-			},
+			check:   refuses(map[string]string{"rename": "renaming the nested repository's .git"}),
 		},
 		{
 			name: "a repository made in the session is reported",
@@ -188,10 +152,9 @@ func TestProtectedTrees(t *testing.T) {
 					"chmod", "chmod 0777 .git/hooks/pre-commit && echo DONE",
 					"truncate", ": > .git/hooks/pre-commit && echo DONE")}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"hard link": "rewriting the hook through a hard link",
-					"chmod": "changing the hook's mode", "truncate": "truncating the hook"})
+			check: func(t *testing.T, w *world, agent string, sess jailtest.Result) {
+				refuses(map[string]string{"hard link": "rewriting the hook through a hard link",
+					"chmod": "changing the hook's mode", "truncate": "truncating the hook"})(t, w, agent, sess)
 				if b, err := os.ReadFile(w.ws + "/.git/hooks/pre-commit"); err != nil || string(b) != "#!/bin/sh\nexit 0\n" {
 					t.Errorf("LEAK: the user's pre-commit hook changed on the host: %q %v", b, err)
 				}
@@ -220,11 +183,8 @@ func TestProtectedTrees(t *testing.T) {
 					"gitconfig", "printf '%s' "+shq(w.evilConfig("home-gitconfig"))+" >> ~/.gitconfig && echo DONE",
 					"xdg git config", "mkdir -p ~/.config/git && printf '%s' "+shq(w.evilConfig("xdg-gitconfig"))+" > ~/.config/git/config && echo DONE")}
 			},
-			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
-				started(t, sess)
-				notDone(t, sess, map[string]string{"bashrc": "writing ~/.bashrc", "profile": "writing ~/.profile",
-					"gitconfig": "writing ~/.gitconfig", "xdg git config": "writing ~/.config/git/config"})
-			},
+			check: refuses(map[string]string{"bashrc": "writing ~/.bashrc", "profile": "writing ~/.profile",
+				"gitconfig": "writing ~/.gitconfig", "xdg git config": "writing ~/.config/git/config"}),
 		},
 	})
 }

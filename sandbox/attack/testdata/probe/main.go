@@ -9,7 +9,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cco-dev/cco/internal/jailtest/agentio"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,26 +46,14 @@ type Params struct {
 
 var report = map[string]string{}
 
-func res(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return unix.ErrnoName(errno)
-	}
-	return err.Error()
-}
+// res is a result for the report.
+func res(err error) string { return agentio.Result(err) }
 
 func main() {
 	var p Params
-	for i, a := range os.Args {
-		if a == "probe" && i+1 < len(os.Args) {
-			if err := json.Unmarshal([]byte(os.Args[i+1]), &p); err != nil {
-				fmt.Fprintln(os.Stderr, "probe: bad params:", err)
-				os.Exit(3)
-			}
-		}
+	if err := agentio.Params(os.Args, &p); err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(3)
 	}
 	if p.Mode == "exit" {
 		os.Exit(p.Code)
