@@ -47,7 +47,9 @@ func TestPlantedLinks(t *testing.T) {
 			probe: func(w *world, _ string) probe {
 				return probe{Steps: steps("link", linkAt(w.ws+"/.codex/config.toml", ssh(w)))}
 			},
-			verdict: func(w *world) verdict { return verdict{secondLoot: []string{w.ws + "/.codex/config.toml"}} },
+			verdict: func(w *world) verdict {
+				return verdict{secondLoot: []string{w.ws + "/.codex/config.toml"}, links: map[string]string{w.ws + "/.codex/config.toml": ssh(w)}}
+			},
 		},
 		{
 			name: "link .claude/settings.json to the aws credentials",
@@ -58,7 +60,8 @@ func TestPlantedLinks(t *testing.T) {
 					"link settings.local", linkAt(w.ws+"/.claude/settings.local.json", w.Home+"/.ssh"))}
 			},
 			verdict: func(w *world) verdict {
-				return verdict{secondLoot: []string{w.ws + "/.claude/settings.json", w.Home + "/.ssh/id_ed25519"}}
+				return verdict{secondLoot: []string{w.ws + "/.claude/settings.json", w.Home + "/.ssh/id_ed25519"},
+					links: map[string]string{w.ws + "/.claude/settings.json": w.Home + "/.aws/credentials", w.ws + "/.claude/settings.local.json": w.Home + "/.ssh"}}
 			},
 		},
 		{
@@ -116,7 +119,29 @@ func TestPlantedLinks(t *testing.T) {
 				return probe{Steps: steps("link", "git init -q && "+linkAt(w.Base+"/fresh/.git/config", ssh(w)))}
 			},
 			verdict: func(w *world) verdict {
-				return verdict{noGit: true, secondLoot: []string{w.Base + "/fresh/.git/config"}}
+				return verdict{noGit: true, secondLoot: []string{w.Base + "/fresh/.git/config"}, links: map[string]string{w.Base + "/fresh/.git/config": ssh(w)}}
+			},
+			check: planted("link"),
+		},
+		{
+			name: "a .git file naming ~/.ssh in a new repository",
+			prep: freshDir,
+			dir:  func(w *world) string { return w.Base + "/fresh" },
+			probe: func(w *world, _ string) probe {
+				return probe{Steps: steps("git file", "printf 'gitdir: %s\\n' "+shq(w.Home+"/.ssh")+" > .git && echo DONE")}
+			},
+			verdict: func(w *world) verdict { return verdict{noGit: true} },
+			check:   planted("git file"),
+		},
+		{
+			name: "link .git/hooks to ~/.ssh in a new repository",
+			prep: freshDir,
+			dir:  func(w *world) string { return w.Base + "/fresh" },
+			probe: func(w *world, _ string) probe {
+				return probe{Steps: steps("link", "git init -q && rm -rf .git/hooks && "+linkAt(w.Base+"/fresh/.git/hooks", w.Home+"/.ssh"))}
+			},
+			verdict: func(w *world) verdict {
+				return verdict{noGit: true, secondLoot: []string{w.Base + "/fresh/.git/hooks/id_ed25519"}}
 			},
 			check: planted("link"),
 		},

@@ -26,6 +26,10 @@ type verdict struct {
 	// secondLoot are more files the second launch tries to read (a
 	// planted link's path).
 	secondLoot []string
+	// links are symlinks (path: target) the second launch must meet: made
+	// on the host, as a checkout of a hostile repository would, where the
+	// session could not plant them.
+	links map[string]string
 	// noGit leaves the host's git out (a FIFO planted where git reads
 	// would hang git itself, which is git's business, not the jail's).
 	noGit bool
@@ -99,8 +103,22 @@ func (w *world) judge(t *testing.T, r *jailtest.Root, name, dir string, sess jai
 	if sd == "" {
 		sd = dir
 	}
+	for p, target := range v.links {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			continue
+		}
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.RemoveAll(p)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(filepath.Dir(p), w.U.UID, w.U.GID)
+		os.Lchown(p, w.U.UID, w.U.GID)
+		t.Logf("the session could not plant %s: made on the host, as a checkout would", p)
+	}
 	second := w.launch(t, r, name, sd, probe{Loot: v.secondLoot})
 	outputs["the second launch's stdout"], outputs["the second launch's stderr"] = second.Stdout, second.Stderr
+	t.Logf("second launch: exit %d\nstderr %s", second.Code, second.Stderr)
 	switch {
 	case second.TimedOut:
 		t.Errorf("the second launch hung\nstderr %s", second.Stderr)
