@@ -73,7 +73,7 @@ func (w *World) Own(t testing.TB) {
 // Env is the host environment a launch or a host program gets: the user's
 // home, and variables the jail must not pass on.
 func (w *World) Env() []string {
-	return []string{"HOME=" + w.Home, "USER=" + w.U.Name, "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm", "LANG=C.UTF-8",
+	return []string{"HOME=" + w.Home, "USER=" + w.U.Name, "PATH=/usr/bin:/bin", "TERM=xterm", "LANG=C.UTF-8",
 		"SENTINEL_VAR=leak", "SSH_AUTH_SOCK=/tmp/ssh-XXXX/agent.1", "GITHUB_TOKEN=ghp_leak", "XDG_RUNTIME_DIR=/run/user/4242"}
 }
 
