@@ -334,3 +334,46 @@ func listing(dir string) string {
 	}
 	return strings.Join(n, ",")
 }
+
+// TestHostSocketChurn: host sockets that come and go while a launch starts
+// (any local user can make them, in /var/lib or /tmp) neither break the
+// launch nor show in the jail.
+func TestHostSocketChurn(t *testing.T) {
+	root := shared.Get(t)
+	dir, err := os.MkdirTemp("/var/lib", "cco-attack-churn-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := filepath.Join(dir, fmt.Sprintf("s%d.sock", i%8))
+			if l, err := net.Listen("unix", p); err == nil {
+				l.Close() // removes the file: a socket that was there a moment ago
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for _, agent := range agents {
+		for _, u := range users {
+			t.Run(agent+"/"+u.Name, func(t *testing.T) {
+				w := newWorld(t, u)
+				for i := 0; i < 3; i++ {
+					res := w.launch(t, root, agent, w.ws, probe{Mode: "exit"})
+					if res.Code != 0 {
+						t.Errorf("launch %d beside sockets that come and go in %s: exit %d\nstderr %s", i, dir, res.Code, res.Stderr)
+					}
+				}
+			})
+		}
+	}
+}
