@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/internal/jailtest"
+	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox"
 )
 
@@ -18,6 +19,8 @@ import (
 // where given as a tree: /var/lib, /srv, /var/spool), everyone may connect.
 func hostSockets(t *testing.T, w *world) []string {
 	t.Helper()
+	// Launches of other test binaries must not meet them half made.
+	testenv.HostSockets(t)
 	var out []string
 	for _, d := range []string{"/var/lib", "/srv", "/var/spool", ""} {
 		dir := w.Base // the workspace's parent
@@ -289,7 +292,9 @@ func TestRefusedWorkspaces(t *testing.T) {
 								c.Env[i] = "XDG_RUNTIME_DIR=" + xdg
 							}
 						}
+						release := testenv.Launching(t)
 						res := jailtest.Run(t, c, launchTimeout)
+						release()
 						line := strings.TrimSpace(res.Stderr)
 						if res.Code != 126 || strings.Contains(line, "\n") || !strings.Contains(line, dir) || !strings.Contains(line, "fix") {
 							t.Errorf("launch in %s: exit %d, want 126 and one line naming it and the fix:\n%s", dir, res.Code, res.Stderr)
@@ -340,6 +345,7 @@ func listing(dir string) string {
 // launch nor show in the jail.
 func TestHostSocketChurn(t *testing.T) {
 	root := shared.Get(t)
+	testenv.HostSockets(t)
 	dir, err := os.MkdirTemp("/var/lib", "cco-attack-churn-")
 	if err != nil {
 		t.Fatal(err)

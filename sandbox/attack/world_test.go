@@ -286,5 +286,7 @@ func (w *world) launch(t *testing.T, r *jailtest.Root, name, dir string, p probe
 			}
 		}
 	}
+	// Not while another test binary binds host sockets the jail would mask.
+	defer testenv.Launching(t)()
 	return jailtest.Run(t, w.Cmd(r, name, dir, "probe", p.arg()), launchTimeout)
 }
