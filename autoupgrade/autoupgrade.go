@@ -53,7 +53,7 @@ const (
 	disable
 )
 
-func (s *Step) Check(run *provision.Run) (provision.Check, error) {
+func (s *Step) Check(run *provision.View) (provision.Check, error) {
 	c := provision.Check{Paths: []string{WantsLink}}
 	owned := run.Receipt.Paths[WantsLink]
 	fi, err := run.Root.Lstat(WantsLink)

@@ -9,11 +9,12 @@ cd "$(dirname "$0")/.."
 # callback and the community.general.chroot connection the vm-tests use come
 # with the ansible package).
 #   bubblewrap iproute2 curl: the jail and its network tests
+#   git: the adversarial suite's host verdict and its git-http-backend
 #   mmdebstrap zstd: the vm-tests' Debian root
 #   ansible-core ansible: the collection's scenarios and ansible-test sanity
 #   rpm createrepo-c: the rpm's layout and signature, the rpm repository
 #   apt-utils gpgv: the apt repository (apt-ftparchive) and its signatures
-want=(bubblewrap iproute2 curl mmdebstrap zstd ansible-core ansible rpm createrepo-c apt-utils gpgv)
+want=(bubblewrap iproute2 curl git mmdebstrap zstd ansible-core ansible rpm createrepo-c apt-utils gpgv)
 need=()
 for p in "${want[@]}"; do
   dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || need+=("$p")

@@ -11,10 +11,11 @@ import (
 // from the auto_upgrade key: when it is true, or when it is false and the
 // receipt still records the link (to remove it). A machine that never
 // enabled it has no step for it.
-func appendAutoUpgrade(steps []provision.Step, run *provision.Run, cfg *Config) ([]provision.Step, error) {
+func appendAutoUpgrade(steps []provision.Step, run *provision.View, cfg *Config) ([]provision.Step, error) {
 	on, err := strconv.ParseBool(cfg.String("auto_upgrade"))
 	if err != nil {
-		return nil, cfg.bad("auto_upgrade", cfg.String("auto_upgrade"), "want true or false")
+		cfg.bad("auto_upgrade", cfg.String("auto_upgrade"), "want true or false")
+		return nil, cfg.Err()
 	}
 	if !on && run.Receipt.Paths[autoupgrade.WantsLink] == nil {
 		return steps, nil
