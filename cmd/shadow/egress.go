@@ -247,8 +247,11 @@ func (p *proxy) removeSocket() {
 // the session does. The launcher calls it once bwrap runs.
 func (p *proxy) watch() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watching {
+		return // a jail built again watches the same proxy
+	}
 	p.watching = true
-	p.mu.Unlock()
 	go p.run()
 }
 

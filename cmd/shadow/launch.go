@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -116,6 +117,12 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	}
 	release() // registered and prepared: ending sessions now leave our mount points alone
 	code := supervise(bwrap, spec, !direct, px, p.Name, stderr)
+	if code == retryJail {
+		code = supervise(bwrap, spec, !direct, px, p.Name, stderr)
+		if code == retryJail {
+			code = cannotBuild(stderr, errors.New("host sockets the jail masks keep going away while it is built (fix: launch again)"))
+		}
+	}
 	if px != nil {
 		px.stop()
 	}
@@ -319,7 +326,8 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 			}
 		}
 	}()
-	pid := readChildPID(stR)
+	st := newJailStatus(stR)
+	pid := st.childPID()
 	child <- pid
 	ws, err := proc.wait()
 	// Signals stay caught until the process exits: one arriving during the
@@ -337,8 +345,17 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 		fmt.Fprintf(stderr, "cco: waiting for bwrap: %v\n", err)
 		return exitCannotRun
 	}
-	return exitStatus(ws, pid, bwrap, stderr)
+	ran := pid != 0 && st.ran()
+	if !ran && !ws.Signaled() && ws.ExitStatus() != 0 && spec.DropVanishedSockets() {
+		return retryJail
+	}
+	return exitStatus(ws, ran, bwrap, stderr)
 }
+
+// retryJail is supervise's answer when the jail failed to build because a
+// host socket it masks went away meanwhile (bwrap could not make its mount
+// point): the launch builds it once more, without that mask.
+const retryJail = -1
 
 // process is a child the shadow waits for and signals through a pidfd
 // where the kernel has them: waiting then goes through the runtime's poller,
@@ -414,14 +431,21 @@ func wait(pid int) (syscall.WaitStatus, error) {
 	}
 }
 
-// readChildPID reads bwrap's --json-status-fd stream up to the child-pid
-// line, which bwrap writes once the jail is built; 0 means the stream ended
-// first (bwrap failed). The rest of the stream (the exit code) fits the
-// pipe's buffer and is never needed.
-func readChildPID(r io.Reader) int {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		l := sc.Bytes()
+// jailStatus reads bwrap's --json-status-fd stream: a child-pid line once
+// bwrap has started the jail's first process, and an exit-code line only if
+// the command ran (a jail that fails to build ends the stream without one).
+type jailStatus struct {
+	f  *os.File
+	sc *bufio.Scanner
+}
+
+func newJailStatus(f *os.File) *jailStatus { return &jailStatus{f: f, sc: bufio.NewScanner(f)} }
+
+// childPID reads up to the child-pid line; 0 means the stream ended first
+// (bwrap failed).
+func (j *jailStatus) childPID() int {
+	for j.sc.Scan() {
+		l := j.sc.Bytes()
 		if i := bytes.Index(l, []byte(`"child-pid":`)); i >= 0 {
 			rest := bytes.TrimLeft(l[i+len(`"child-pid":`):], " ")
 			n := 0
@@ -434,6 +458,19 @@ func readChildPID(r io.Reader) int {
 		}
 	}
 	return 0
+}
+
+// ran reports, once bwrap has exited, whether the command ran: bwrap wrote
+// its exit-code line before it exited, so the line is read at once; the
+// deadline only bounds a stream that a jail's stray process holds open.
+func (j *jailStatus) ran() bool {
+	j.f.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	for j.sc.Scan() {
+		if bytes.Contains(j.sc.Bytes(), []byte(`"exit-code":`)) {
+			return true
+		}
+	}
+	return false
 }
 
 // forward sends s to the agent: the child of bwrap's pid-1 reaper (whose
@@ -470,12 +507,12 @@ func inForeground() bool {
 
 // exitStatus is the agent's status as bwrap reports it; a jail that failed
 // before the agent started is diagnosed and refused with 126.
-func exitStatus(ws syscall.WaitStatus, childPID int, bwrap string, stderr io.Writer) int {
+func exitStatus(ws syscall.WaitStatus, ran bool, bwrap string, stderr io.Writer) int {
 	if ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
 	code := ws.ExitStatus()
-	if childPID == 0 && code != 0 {
+	if !ran && code != 0 {
 		fmt.Fprintf(stderr, "cco: cannot build the jail: %s\n", diagnose(bwrap))
 		return exitCannotRun
 	}

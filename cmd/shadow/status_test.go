@@ -1,19 +1,50 @@
 package main
 
 import (
-	"strings"
+	"os"
 	"testing"
 )
 
-func TestReadChildPID(t *testing.T) {
-	for in, want := range map[string]int{
-		`{ "child-pid": 2395, "mnt-namespace": 4026532177, "pid-namespace": 4026532178 }` + "\n" + `{ "exit-code": 3 }` + "\n": 2395,
-		`{"child-pid":17}`:   17,
-		"":                   0,
-		`{ "exit-code": 1 }`: 0,
+// statusOf is a jailStatus over a pipe that holds in; open keeps the write
+// end open (a stray jail process holding the stream).
+func statusOf(t *testing.T, in string, open bool) *jailStatus {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	w.WriteString(in)
+	if !open {
+		w.Close()
+	}
+	return newJailStatus(r)
+}
+
+func TestJailStatus(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		pid  int
+		ran  bool
+		open bool
+	}{
+		{in: `{ "child-pid": 2395, "mnt-namespace": 4026532177, "pid-namespace": 4026532178 }` + "\n" + `{ "exit-code": 3 }` + "\n", pid: 2395, ran: true},
+		{in: `{ "child-pid": 2395, "mnt-namespace": 4026532177 }` + "\n", pid: 2395},
+		{in: `{ "child-pid": 2395 }` + "\n", pid: 2395, open: true},
+		{in: `{ "child-pid": 7 }` + "\n" + `{ "exit-code": 0 }` + "\n", pid: 7, ran: true, open: true},
+		{in: `{"child-pid":17}`, pid: 17},
+		{in: "", pid: 0},
+		{in: `{ "exit-code": 1 }`, pid: 0},
 	} {
-		if got := readChildPID(strings.NewReader(in)); got != want {
-			t.Errorf("readChildPID(%q) = %d, want %d", in, got, want)
+		st := statusOf(t, tc.in, tc.open)
+		if got := st.childPID(); got != tc.pid {
+			t.Errorf("childPID(%q) = %d, want %d", tc.in, got, tc.pid)
+		}
+		if tc.pid == 0 {
+			continue
+		}
+		if got := st.ran(); got != tc.ran {
+			t.Errorf("ran(%q, open %v) = %v, want %v", tc.in, tc.open, got, tc.ran)
 		}
 	}
 }

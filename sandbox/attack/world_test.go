@@ -92,6 +92,9 @@ func newWorld(t *testing.T, u jailtest.RunAs) *world {
 	if out, err := exec.Command("cp", "-a", fixture.template+"/.", w.Base+"/").CombinedOutput(); err != nil {
 		t.Fatalf("copying the template world: %v\n%s", err, out)
 	}
+	// cp -a gives the base the template's own mode: keep it enterable by
+	// every user (root's jail runs as an unprivileged uid, ADR 18).
+	os.Chmod(w.Base, 0o755)
 	// git writes a linked worktree's and a submodule's paths absolute.
 	for _, f := range []string{"wt/.git", "ws/.git/worktrees/wt/gitdir", "ws/.gitmodules", "ws/.git/modules/sub/config"} {
 		p := filepath.Join(w.Base, f)
