@@ -125,7 +125,7 @@ func programStamp(fi fs.FileInfo) string {
 }
 
 func (p *proxy) heard(dir, stamp string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, heardName))
+	b, err := sandbox.ReadCapped(filepath.Join(dir, heardName))
 	return err == nil && stamp != "" && string(b) == stamp
 }
 
