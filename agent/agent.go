@@ -25,9 +25,12 @@ type Profile struct {
 	HomeReadOnly []string
 	// Masks are home paths covered by an empty tmpfs (after Login's binds).
 	Masks []string
-	// WorkspaceReadOnly are the agent's hook-carrying settings files in a
-	// workspace; every profile's are re-bound in every jail, because the next
-	// agent started in the workspace would run them.
+	// WorkspaceDir is the agent's directory in a workspace. Every profile's
+	// is protected in every jail, as a tree, because the next agent started
+	// in the workspace would run what it holds.
+	WorkspaceDir string
+	// WorkspaceReadOnly are the agent's hook-carrying settings files in
+	// WorkspaceDir (workspace-relative); they are re-bound read-only.
 	WorkspaceReadOnly []string
 	// Env is set inside the jail (KEY=VALUE).
 	Env []string
@@ -64,6 +67,7 @@ var table = map[string]*Profile{
 		Login:             []string{".claude"},
 		HomeReadOnly:      []string{".claude/settings.json"},
 		Masks:             []string{".local/share/claude"},
+		WorkspaceDir:      ".claude",
 		WorkspaceReadOnly: []string{".claude/settings.json", ".claude/settings.local.json"},
 		Env:               []string{"DISABLE_AUTOUPDATER=1", "DISABLE_UPDATES=1"},
 		ConfigDirEnv:      "CLAUDE_CONFIG_DIR",
@@ -79,6 +83,7 @@ var table = map[string]*Profile{
 		Login:             []string{".codex"},
 		HomeReadOnly:      []string{".codex/config.toml"},
 		Masks:             []string{".codex/packages"},
+		WorkspaceDir:      ".codex",
 		WorkspaceReadOnly: []string{".codex/config.toml"},
 		Env:               []string{"CODEX_UPDATE_DISABLED=1"},
 		Upgrade:           "codex",
@@ -121,10 +126,19 @@ func Select(base string, getenv func(string) (string, bool)) (*Profile, error) {
 	return p, nil
 }
 
+// WorkspaceDirs is every profile's WorkspaceDir, in table order.
+func WorkspaceDirs() []string {
+	var out []string
+	for _, n := range Names() {
+		out = append(out, table[n].WorkspaceDir)
+	}
+	return out
+}
+
 // WorkspaceReadOnly is the union of every profile's WorkspaceReadOnly, in
-// table order, plus the repository's own command-bearing files.
+// table order.
 func WorkspaceReadOnly() []string {
-	out := []string{".git/hooks", ".git/config"}
+	var out []string
 	for _, n := range Names() {
 		out = append(out, table[n].WorkspaceReadOnly...)
 	}

@@ -53,7 +53,10 @@ func TestTableShape(t *testing.T) {
 		t.Fatalf("names %v", Names())
 	}
 	ws := WorkspaceReadOnly()
-	for _, want := range []string{".git/hooks", ".git/config", ".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml"} {
+	if d := WorkspaceDirs(); !reflect.DeepEqual(d, []string{".claude", ".codex"}) {
+		t.Errorf("WorkspaceDirs = %v", d)
+	}
+	for _, want := range []string{".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml"} {
 		found := false
 		for _, w := range ws {
 			found = found || w == want

@@ -60,12 +60,12 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 // defeats reads the other managed settings files in Claude Code's merge
 // order and names those that would turn the guard off or replace our
 // values: disableAllHooks (a scalar: the last file that sets it wins), an env
-// key of ours set differently by a file merged after ours, a file that does
-// not parse.
+// key of ours or enableAllProjectMcpServers set differently by a file merged
+// after ours, a file that does not parse.
 func (s *claudeStep) defeats(root *provision.Root) []string {
 	ours := s.file.Path
 	var warns []string
-	var disable *wiring.ClaudeLayer
+	var disable, mcp *wiring.ClaudeLayer
 	layers := wiring.ClaudeLayers(root)
 	for i := range layers {
 		l := &layers[i]
@@ -84,6 +84,9 @@ func (s *claudeStep) defeats(root *provision.Root) []string {
 		if !after {
 			continue
 		}
+		if l.EnableAllProjectMcpServers != nil {
+			mcp = l
+		}
 		var keys []string
 		for k := range l.Env {
 			keys = append(keys, k)
@@ -94,6 +97,9 @@ func (s *claudeStep) defeats(root *provision.Root) []string {
 				warns = append(warns, fmt.Sprintf("%s is merged after %s and sets env.%s = %q, replacing cco's \"1\": Claude Code may update itself around the shadow; remove that key", l.Path, ours, k, l.Env[k]))
 			}
 		}
+	}
+	if mcp != nil && *mcp.EnableAllProjectMcpServers {
+		warns = append(warns, fmt.Sprintf("%s is merged after %s and sets enableAllProjectMcpServers: true, so an unwrapped claude starts the servers of any .mcp.json a session wrote, unasked; remove that key", mcp.Path, ours))
 	}
 	if disable != nil && *disable.DisableAllHooks {
 		warns = append(warns, fmt.Sprintf("%s sets disableAllHooks: true, which turns off managed hooks too, so claude runs without cco's guard; remove that key", disable.Path))

@@ -122,12 +122,17 @@ type claudeGroup struct {
 }
 
 // ClaudeSettings is the managed settings cco writes for Claude Code: the two
-// guard hooks (UserPromptSubmit takes no matcher), and the env that stops
-// Claude Code from updating itself around the shadow.
+// guard hooks (UserPromptSubmit takes no matcher), the env that stops
+// Claude Code from updating itself around the shadow, and
+// enableAllProjectMcpServers = false: a workspace's .mcp.json is written
+// freely in the jail, and this keeps an unwrapped launch from starting its
+// servers on the host unasked (each still runs once the user approves it;
+// ADR 43).
 func ClaudeSettings() []byte {
 	v := struct {
-		Env   map[string]string        `json:"env"`
-		Hooks map[string][]claudeGroup `json:"hooks"`
+		Env                        map[string]string        `json:"env"`
+		EnableAllProjectMcpServers bool                     `json:"enableAllProjectMcpServers"`
+		Hooks                      map[string][]claudeGroup `json:"hooks"`
 	}{
 		Env: map[string]string{"DISABLE_AUTOUPDATER": "1", "DISABLE_UPDATES": "1"},
 		Hooks: map[string][]claudeGroup{

@@ -292,8 +292,9 @@ func TestRequirementsSnippetMerges(t *testing.T) {
 func TestWrittenPoliciesParse(t *testing.T) {
 	t.Run("claude", func(t *testing.T) {
 		var v struct {
-			Env   map[string]string `json:"env"`
-			Hooks map[string][]struct {
+			Env                        map[string]string `json:"env"`
+			EnableAllProjectMcpServers *bool             `json:"enableAllProjectMcpServers"`
+			Hooks                      map[string][]struct {
 				Matcher *string `json:"matcher"`
 				Hooks   []struct {
 					Type    string `json:"type"`
@@ -309,6 +310,14 @@ func TestWrittenPoliciesParse(t *testing.T) {
 		}
 		if v.Env["DISABLE_AUTOUPDATER"] != "1" || v.Env["DISABLE_UPDATES"] != "1" || len(v.Env) != 2 {
 			t.Errorf("env %v", v.Env)
+		}
+		// A workspace .mcp.json written in a session must not start unasked
+		// in an unwrapped launch (ADR 43).
+		if v.EnableAllProjectMcpServers == nil || *v.EnableAllProjectMcpServers {
+			t.Errorf("enableAllProjectMcpServers = %v, want false", v.EnableAllProjectMcpServers)
+		}
+		if l := wiring.ParseClaudeLayer("x", ClaudeSettings()); l.EnableAllProjectMcpServers == nil || *l.EnableAllProjectMcpServers {
+			t.Errorf("the policy reader does not see cco's enableAllProjectMcpServers: %+v", l)
 		}
 		ss, ups := v.Hooks["SessionStart"], v.Hooks["UserPromptSubmit"]
 		if len(ss) != 1 || ss[0].Matcher == nil || *ss[0].Matcher != "startup" || len(ss[0].Hooks) != 1 ||
@@ -383,11 +392,12 @@ func TestClaudeDefeatWarnings(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		"disableAllHooks in the base":        {map[string]string{wiring.ClaudeBase: `{"disableAllHooks": true}`}, "managed-settings.json sets disableAllHooks: true"},
-		"disableAllHooks in a later drop-in": {map[string]string{wiring.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, "90-site.json sets disableAllHooks: true"},
-		"later drop-in replaces env":         {map[string]string{wiring.ClaudeDropinDir + "/70-site.json": `{"env": {"DISABLE_UPDATES": "0"}}`}, `70-site.json is merged after /etc/claude-code/managed-settings.d/50-cco.json and sets env.DISABLE_UPDATES = "0"`},
-		"drop-in does not parse":             {map[string]string{wiring.ClaudeDropinDir + "/60-site.json": "{\"hooks\": [}"}, "60-site.json does not parse: line 1, column"},
-		"drop-in off the schema":             {map[string]string{wiring.ClaudeDropinDir + "/60-site.json": "{\n \"disableAllHooks\": \"yes\"}"}, "60-site.json does not parse: line 2, column"},
+		"disableAllHooks in the base":           {map[string]string{wiring.ClaudeBase: `{"disableAllHooks": true}`}, "managed-settings.json sets disableAllHooks: true"},
+		"disableAllHooks in a later drop-in":    {map[string]string{wiring.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, "90-site.json sets disableAllHooks: true"},
+		"later drop-in replaces env":            {map[string]string{wiring.ClaudeDropinDir + "/70-site.json": `{"env": {"DISABLE_UPDATES": "0"}}`}, `70-site.json is merged after /etc/claude-code/managed-settings.d/50-cco.json and sets env.DISABLE_UPDATES = "0"`},
+		"later drop-in auto-approves .mcp.json": {map[string]string{wiring.ClaudeDropinDir + "/80-site.json": `{"enableAllProjectMcpServers": true}`}, "80-site.json is merged after /etc/claude-code/managed-settings.d/50-cco.json and sets enableAllProjectMcpServers: true"},
+		"drop-in does not parse":                {map[string]string{wiring.ClaudeDropinDir + "/60-site.json": "{\"hooks\": [}"}, "60-site.json does not parse: line 1, column"},
+		"drop-in off the schema":                {map[string]string{wiring.ClaudeDropinDir + "/60-site.json": "{\n \"disableAllHooks\": \"yes\"}"}, "60-site.json does not parse: line 2, column"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -416,8 +426,10 @@ func TestClaudeDefeatWarnings(t *testing.T) {
 	})
 	t.Run("earlier drop-in and re-enabling later file are fine", func(t *testing.T) {
 		dir := t.TempDir()
-		put(t, dir, wiring.ClaudeDropinDir+"/10-site.json", []byte(`{"disableAllHooks": true, "env": {"DISABLE_UPDATES": "0"}}`))
-		put(t, dir, wiring.ClaudeDropinDir+"/90-site.json", []byte(`{"disableAllHooks": false}`))
+		put(t, dir, wiring.ClaudeBase, []byte(`{"enableAllProjectMcpServers": true}`))
+		put(t, dir, wiring.ClaudeDropinDir+"/10-site.json", []byte(`{"disableAllHooks": true, "env": {"DISABLE_UPDATES": "0"}, "enableAllProjectMcpServers": true}`))
+		put(t, dir, wiring.ClaudeDropinDir+"/70-site.json", []byte(`{"enableAllProjectMcpServers": true}`))
+		put(t, dir, wiring.ClaudeDropinDir+"/90-site.json", []byte(`{"disableAllHooks": false, "enableAllProjectMcpServers": false}`))
 		put(t, dir, wiring.ClaudeDropinDir+"/.hidden.json", []byte(`{"disableAllHooks": true}`))
 		if s := step(apply(t, dir, Steps(both), false), "policy.claude"); len(s.Warnings) != 0 {
 			t.Fatalf("warnings %q", s.Warnings)

@@ -4,10 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // argvCheck makes assertions about one bwrap argv: that an option with its
@@ -97,7 +99,7 @@ type fixture struct {
 // credentials, and a git workspace with the agents' settings files.
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	base := t.TempDir()
+	base := testenv.WorkDir(t)
 	base, _ = filepath.EvalSymlinks(base)
 	f := &fixture{home: filepath.Join(base, "home"), ws: filepath.Join(base, "src/proj"), rt: filepath.Join(base, "rt")}
 	for _, d := range []string{
@@ -112,6 +114,11 @@ func newFixture(t testing.TB) *fixture {
 	} {
 		must(t, os.WriteFile(p, []byte("{}"), 0o600))
 	}
+	// What git init leaves, and the two names git follows that it does not
+	// make (which a launch otherwise gives placeholders).
+	must(t, os.MkdirAll(f.ws+"/.git/info", 0o700))
+	must(t, os.WriteFile(f.ws+"/.git/commondir", []byte(".\n"), 0o600))
+	must(t, os.WriteFile(f.ws+"/.git/config.worktree", nil, 0o600))
 	must(t, os.WriteFile(f.home+"/.gitconfig", []byte("[user]\n\tname = Ada L\n\temail = ada@example.org\n[alias]\n\tx = !rm -rf /\n"), 0o600))
 	return f
 }
@@ -135,7 +142,40 @@ func (f *fixture) plan(t *testing.T, name string, uid int, cfg *Config, env []st
 		t.Fatal(err)
 	}
 	s.SeccompFD, s.StatusFD, s.DataFD = 3, 4, 6
-	return s, pr, &argvCheck{t: t, argv: Argv(s)}
+	return s, pr, &argvCheck{t: t, argv: resolvedArgv(t, s)}
+}
+
+// resolvedArgv is Argv with each bind source opened as the launcher opens
+// it, and each --bind-fd N / --ro-bind-fd N written back as --bind SRC /
+// --ro-bind SRC with the path of the file opened for N: assertions name
+// paths, and a number that drifted from its source shows as a wrong path.
+func resolvedArgv(t testing.TB, s *Spec) []string {
+	t.Helper()
+	s.BindFD = 100
+	files, err := OpenBindSources(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	a := Argv(s)
+	out := make([]string, 0, len(a))
+	for i := 0; i < len(a); i++ {
+		if (a[i] == "--bind-fd" || a[i] == "--ro-bind-fd") && i+1 < len(a) {
+			n, err := strconv.Atoi(a[i+1])
+			if err != nil || n-s.BindFD < 0 || n-s.BindFD >= len(files) {
+				t.Fatalf("%s %s names no opened source (%d opened from %d)", a[i], a[i+1], len(files), s.BindFD)
+			}
+			out = append(out, strings.TrimSuffix(a[i], "-fd"), files[n-s.BindFD].Name())
+			i++
+			continue
+		}
+		out = append(out, a[i])
+	}
+	return out
 }
 
 var hostEnv = []string{"TERM=xterm-256color", "LANG=C.UTF-8", "LC_ALL=C", "TZ=UTC", "COLORTERM=truecolor",
@@ -180,15 +220,21 @@ func TestArgvCommon(t *testing.T) {
 				m("--tmpfs", "/run"), m("--tmpfs", "/run/user"), m("--tmpfs", "/run/user/1000"),
 				m("--perms", "0700", "--tmpfs", f.home))
 			// The workspace, then its command-bearing files read-only.
+			// The protected trees bound onto themselves, then their files.
 			c.order(m("--tmpfs", "/tmp"), m("--bind", f.ws, f.ws),
-				m("--ro-bind", f.ws+"/.git/hooks", f.ws+"/.git/hooks"),
-				m("--ro-bind", f.ws+"/.git/config", f.ws+"/.git/config"),
+				m("--bind", f.ws+"/.claude", f.ws+"/.claude"), m("--bind", f.ws+"/.codex", f.ws+"/.codex"),
+				m("--bind", f.ws+"/.git", f.ws+"/.git"),
 				m("--ro-bind", f.ws+"/.claude/settings.json", f.ws+"/.claude/settings.json"),
-				m("--ro-bind", f.ws+"/.codex/config.toml", f.ws+"/.codex/config.toml"))
+				m("--ro-bind", f.ws+"/.codex/config.toml", f.ws+"/.codex/config.toml"),
+				m("--ro-bind", f.ws+"/.git/config", f.ws+"/.git/config"),
+				m("--ro-bind", f.ws+"/.git/commondir", f.ws+"/.git/commondir"),
+				m("--ro-bind", f.ws+"/.git/hooks", f.ws+"/.git/hooks"),
+				m("--ro-bind", f.ws+"/.git/info", f.ws+"/.git/info"))
 			// The curated gitconfig; the marker last, after /run's tmpfs.
 			// Both are made by bwrap from descriptors (the gitconfig 6, the
 			// stand-in over the missing settings.local.json 7, the marker 8):
 			// nothing of them is on the host.
+			c.has("--perms", "0444", "--ro-bind-data", "7", f.ws+"/.claude/settings.local.json")
 			c.order(m("--perms", "0700", "--tmpfs", f.home), m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"))
 			c.order(m("--tmpfs", "/run"), m("--bind", f.ws, f.ws), m("--tmpfs", f.home+"/.cache"), m("--remount-ro", f.home),
 				m("--perms", "0444", "--ro-bind-data", "8", MarkerPath), m("--chdir", f.ws))
@@ -222,8 +268,8 @@ func TestArgvClaude(t *testing.T) {
 	_, pr, c := f.plan(t, "claude", 1000, nil, hostEnv)
 	h := f.home
 	c.order(m("--perms", "0700", "--tmpfs", h), m("--bind", h+"/.claude", h+"/.claude"),
-		m("--ro-bind", h+"/.claude/settings.json", h+"/.claude/settings.json"),
-		m("--bind", f.ws, f.ws), m("--tmpfs", h+"/.local/share/claude"))
+		m("--bind", f.ws, f.ws), m("--ro-bind", h+"/.claude/settings.json", h+"/.claude/settings.json"),
+		m("--tmpfs", h+"/.local/share/claude"))
 	c.has("--ro-bind", SystemRoot+"/usr/libexec/cco/claude/current/claude", h+"/.local/bin/claude")
 	c.has("--setenv", "CLAUDE_CONFIG_DIR", h+"/.claude")
 	c.has("--setenv", "DISABLE_AUTOUPDATER", "1")
@@ -253,8 +299,8 @@ func TestArgvCodex(t *testing.T) {
 	_, _, c := f.plan(t, "codex", 1000, nil, hostEnv)
 	h := f.home
 	c.order(m("--perms", "0700", "--tmpfs", h), m("--bind", h+"/.codex", h+"/.codex"),
-		m("--ro-bind", h+"/.codex/config.toml", h+"/.codex/config.toml"),
-		m("--bind", f.ws, f.ws), m("--tmpfs", h+"/.codex/packages"))
+		m("--bind", f.ws, f.ws), m("--ro-bind", h+"/.codex/config.toml", h+"/.codex/config.toml"),
+		m("--tmpfs", h+"/.codex/packages"))
 	c.has("--setenv", "CODEX_UPDATE_DISABLED", "1")
 	c.lacks("--setenv", "DISABLE_UPDATES", "1")
 	c.lacks("--setenv", "CLAUDE_CONFIG_DIR", h+"/.claude")
@@ -311,32 +357,47 @@ func TestArgvRootHomeIsRootNotMasked(t *testing.T) {
 
 func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 	f := newFixture(t)
-	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", f.ws + "/.claude/settings.json", f.home + "/.claude/settings.json", f.home + "/.codex/packages"} {
+	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", f.ws + "/.git/info", f.ws + "/.git/commondir", f.ws + "/.git/config.worktree",
+		f.ws + "/.claude/settings.json", f.home + "/.claude/settings.json", f.home + "/.codex/packages"} {
 		must(t, os.RemoveAll(p))
 	}
 	must(t, os.RemoveAll(f.ws+"/.codex"))
 	s, pr, c := f.plan(t, "claude", 1000, nil, nil)
 	// Stand-ins made by bwrap, in memory: an empty read-only directory for
-	// hooks, an empty file, "{}" for JSON; the descriptors count from 6 in
-	// argv order (the home's first), the marker last.
-	c.order(m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.claude/settings.json"),
-		m("--perms", "0444", "--ro-bind-data", "7", f.home+"/.gitconfig"), m("--bind", f.ws, f.ws),
+	// hooks and for a missing agent directory, an empty file, "{}" for
+	// JSON, "." for commondir; the descriptors count from 6 in argv order
+	// (the gitconfig first), the marker last.
+	c.order(m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"), m("--bind", f.ws, f.ws),
+		m("--perms", "0444", "--ro-bind-data", "7", f.home+"/.claude/settings.json"),
+		m("--tmpfs", f.ws+"/.codex", "--remount-ro", f.ws+"/.codex"),
+		m("--perms", "0444", "--ro-bind-data", "8", f.ws+"/.claude/settings.json"),
+		m("--perms", "0444", "--ro-bind-data", "9", f.ws+"/.claude/settings.local.json"),
+		m("--perms", "0444", "--ro-bind-data", "10", f.ws+"/.git/config"),
+		m("--perms", "0444", "--ro-bind-data", "11", f.ws+"/.git/config.worktree"),
+		m("--perms", "0444", "--ro-bind-data", "12", f.ws+"/.git/commondir"),
 		m("--tmpfs", f.ws+"/.git/hooks", "--remount-ro", f.ws+"/.git/hooks"),
-		m("--perms", "0444", "--ro-bind-data", "8", f.ws+"/.git/config"),
-		m("--perms", "0444", "--ro-bind-data", "9", f.ws+"/.claude/settings.json"),
-		m("--perms", "0444", "--ro-bind-data", "10", f.ws+"/.claude/settings.local.json"),
-		m("--perms", "0444", "--ro-bind-data", "11", MarkerPath))
+		m("--perms", "0444", "--ro-bind-data", "13", MarkerPath))
 	data := DataFiles(s)
-	if len(data) != 6 || string(data[0]) != "{}\n" || !strings.Contains(string(data[1]), "GIT") && !strings.Contains(string(data[1]), "[") ||
-		string(data[2]) != "" || string(data[3]) != "{}\n" || string(data[4]) != "{}\n" || !strings.Contains(string(data[5]), `"agent":"claude"`) {
+	wantData := []string{"", "{}\n", "{}\n", "{}\n", "", "", ".\n"}
+	if len(data) != 8 || !strings.Contains(string(data[7]), `"agent":"claude"`) {
 		t.Errorf("data files %q", data)
+	} else {
+		for i, w := range wantData[1:] {
+			if string(data[i+1]) != w {
+				t.Errorf("data file %d = %q, want %q", i+1, data[i+1], w)
+			}
+		}
 	}
-	// No parent directory: nothing to bind, and no stray .codex is created.
-	c.lacksValue(f.ws + "/.codex")
-	want := []Placeholder{{Path: f.home + "/.claude/settings.json"}, {Path: f.ws + "/.git/hooks", Dir: true},
-		{Path: f.ws + "/.git/config"}, {Path: f.ws + "/.claude/settings.json"}, {Path: f.ws + "/.claude/settings.local.json"}}
-	if !slices.Equal(pr.Placeholders, want) {
-		t.Errorf("placeholders %v, want %v", pr.Placeholders, want)
+	// A missing agent directory is an empty read-only directory in the
+	// jail, over a placeholder: a session cannot create it.
+	want := []Placeholder{{Path: f.ws + "/.codex", Dir: true}, {Path: f.home + "/.claude/settings.json", Data: "{}\n"},
+		{Path: f.ws + "/.claude/settings.json", Data: "{}\n"}, {Path: f.ws + "/.claude/settings.local.json", Data: "{}\n"},
+		{Path: f.ws + "/.git/config"}, {Path: f.ws + "/.git/config.worktree"}, {Path: f.ws + "/.git/commondir", Data: ".\n"},
+		{Path: f.ws + "/.git/hooks", Dir: true}, {Path: f.ws + "/.git/info", Dir: true}}
+	for _, w := range want {
+		if !slices.Contains(pr.Placeholders, w) {
+			t.Errorf("placeholders %v lack %v", pr.Placeholders, w)
+		}
 	}
 	_, pr, _ = f.plan(t, "codex", 1000, nil, nil)
 	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.home + "/.codex/packages", Dir: true}) {
@@ -344,19 +405,30 @@ func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 	}
 }
 
-func TestArgvSymlinkedSettingsResolved(t *testing.T) {
+func TestArgvProtectedLinkRefused(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.Remove(f.ws+"/.git/config"))
-	must(t, os.WriteFile(f.ws+"/real-config", nil, 0o600))
-	must(t, os.Symlink("../real-config", f.ws+"/.git/config"))
-	_, _, c := f.plan(t, "codex", 1000, nil, nil)
-	c.has("--ro-bind", f.ws+"/real-config", f.ws+"/real-config")
-	c.lacks("--ro-bind", f.ws+"/.git/config", f.ws+"/.git/config")
-	must(t, os.Remove(f.ws+"/real-config"))
 	p, _ := agent.Lookup("codex")
-	_, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
-	if err == nil || !strings.Contains(err.Error(), f.ws+"/.git/config is a symlink to a missing path") {
-		t.Errorf("dangling link: %v", err)
+	for _, rel := range []string{".git/config", ".git/hooks", ".codex/config.toml", ".claude", ".git"} {
+		t.Run(rel, func(t *testing.T) {
+			f := newFixture(t)
+			target := f.home + "/.ssh"
+			must(t, os.RemoveAll(f.ws+"/"+rel))
+			must(t, os.Symlink(target, f.ws+"/"+rel))
+			_, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
+			if err == nil || !strings.Contains(err.Error(), f.ws+"/"+rel+" is a symbolic link") || !strings.Contains(err.Error(), "fix: rm "+f.ws+"/"+rel) {
+				t.Errorf("a link at %s: %v", rel, err)
+			}
+		})
+	}
+	// A link below a bind source is refused when the source is opened.
+	must(t, os.Rename(f.home+"/.codex", f.home+"/real-codex"))
+	must(t, os.Symlink(f.home+"/real-codex", f.home+"/.codex"))
+	s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
+	if err == nil {
+		_, err = OpenBindSources(s)
+	}
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("a linked login directory: %v", err)
 	}
 }
 
@@ -364,8 +436,14 @@ func TestArgvWritableAndForge(t *testing.T) {
 	f := newFixture(t)
 	extra := filepath.Join(filepath.Dir(f.ws), "cache")
 	_, _, c := f.plan(t, "claude", 1000, &Config{AllowWrite: []string{extra}, Forge: []string{"github"}}, nil)
-	c.order(m("--perms", "0700", "--tmpfs", f.home), m("--bind-try", f.home+"/.config/gh", f.home+"/.config/gh"),
-		m("--bind-try", extra, extra), m("--bind", f.ws, f.ws))
+	// A missing allow_write entry is left out once its source is opened.
+	c.lacksValue(extra)
+	must(t, os.MkdirAll(extra, 0o700))
+	must(t, os.WriteFile(f.home+"/.config/gh/config.yml", []byte("pager: less\n"), 0o600))
+	_, _, c = f.plan(t, "claude", 1000, &Config{AllowWrite: []string{extra}, Forge: []string{"github"}}, nil)
+	c.order(m("--perms", "0700", "--tmpfs", f.home), m("--bind", f.home+"/.config/gh", f.home+"/.config/gh"),
+		m("--bind", extra, extra), m("--bind", f.ws, f.ws),
+		m("--ro-bind", f.home+"/.config/gh/config.yml", f.home+"/.config/gh/config.yml"))
 	g := string(Gitconfig(f.home, []string{"github"}))
 	if !strings.Contains(g, `helper = "!gh auth git-credential"`) || !strings.Contains(g, `[credential "https://github.com"]`) {
 		t.Errorf("gitconfig lacks the github helper:\n%s", g)
@@ -406,12 +484,12 @@ func TestArgvPure(t *testing.T) {
 		HomeBinds: []Bind{{Src: "/h/.a", Dst: "/h/.a"}}, Workspace: "/w",
 		ReadOnly: []Bind{{Src: "/w/.git/config", Dst: "/w/.git/config"}},
 		Masks:    []Mask{{Path: "/h/.a/p", Kind: MaskTmpfs}, {Path: "/etc/shadow", Kind: MaskFile}, {Path: "/root", Kind: MaskDir}},
-		Scratch:  []string{"/h/.cache"}, Marker: []byte("{}"), DataFD: 5, Chdir: "/w/sub", Command: []string{"/helper", "exec", "--", "/bin/agent", "--", "-x"}, UnshareNet: true}
+		Scratch:  []string{"/h/.cache"}, Marker: []byte("{}"), DataFD: 5, BindFD: 7, Chdir: "/w/sub", Command: []string{"/helper", "exec", "--", "/bin/agent", "--", "-x"}, UnshareNet: true}
 	want := []string{"--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
 		"--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL", "--clearenv",
 		"--setenv", "A", "1", "--setenv", "B", "x=y", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-		"--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", "/h", "--bind", "/h/.a", "/h/.a", "--bind", "/w", "/w",
-		"--ro-bind", "/w/.git/config", "/w/.git/config", "--tmpfs", "/h/.a/p", "--ro-bind", "/dev/null", "/etc/shadow",
+		"--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", "/h", "--bind-fd", "7", "/h/.a", "--bind-fd", "8", "/w",
+		"--ro-bind-fd", "9", "/w/.git/config", "--tmpfs", "/h/.a/p", "--ro-bind", "/dev/null", "/etc/shadow",
 		"--tmpfs", "/root", "--remount-ro", "/root", "--tmpfs", "/h/.cache", "--remount-ro", "/h", "--perms", "0444", "--ro-bind-data", "5", MarkerPath, "--chdir", "/w/sub",
 		"--", "/helper", "exec", "--", "/bin/agent", "--", "-x"}
 	a := Argv(s)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -43,6 +44,14 @@ const DefaultConfigTOML = `# cco sandbox configuration. Root-owned; read by the 
 # Give claude --dangerously-skip-permissions (the jail is the boundary).
 # claude_skip_permissions = false
 
+# The sum of the sizes of the jail's writable in-memory directories (/tmp,
+# /run, /dev/shm, ~/.cache, ...): bytes, or a percentage of RAM ("50%").
+# Default: half the machine's RAM.
+# tmpfs_size = "50%"
+
+# The most processes the jail's user may have (RLIMIT_NPROC).
+# max_procs = 4096
+
 # Network policy (read by the egress proxy): "public", "allowlist" or "off".
 # egress = "public"
 # egress_allow = []
@@ -59,6 +68,12 @@ type Config struct {
 	PassEnv               []string `toml:"pass_env"`
 	Forge                 []string `toml:"forge"`
 	ClaudeSkipPermissions bool     `toml:"claude_skip_permissions"`
+	// TmpfsSize bounds the sum of the jail's writable tmpfs mounts; zero
+	// means half the machine's RAM.
+	TmpfsSize Size `toml:"tmpfs_size"`
+	// MaxProcs bounds the jail's processes (RLIMIT_NPROC); zero means
+	// DefaultMaxProcs.
+	MaxProcs int `toml:"max_procs"`
 
 	// The egress proxy's keys; parsed here so that unknown keys can be
 	// refused in one place.
@@ -70,11 +85,23 @@ type Config struct {
 	EgressLog   string   `toml:"egress_log"`
 }
 
-// Forges maps a forge name to its CLI's token directory (home-relative)
-// and the git credential helper that CLI provides.
-var Forges = map[string]struct{ TokenDir, Helper string }{
-	"github": {".config/gh", "!gh auth git-credential"},
-	"gitlab": {".config/glab-cli", "!glab auth git-credential"},
+// Forge is one forge CLI's place in the home.
+type Forge struct {
+	// TokenDir is the CLI's directory (home-relative), bound read-write so
+	// that its tokens can be used and refreshed.
+	TokenDir string
+	// Helper is the git credential helper the CLI provides.
+	Helper string
+	// HostRun are TokenDir's files that name what the CLI runs on the host
+	// (pager, editor, browser, ! aliases): read-only in the jail. glab
+	// keeps its tokens in config.yml too, which is then read-only as well.
+	HostRun []string
+}
+
+// Forges maps a forge name to its CLI.
+var Forges = map[string]Forge{
+	"github": {TokenDir: ".config/gh", Helper: "!gh auth git-credential", HostRun: []string{"config.yml"}},
+	"gitlab": {TokenDir: ".config/glab-cli", Helper: "!glab auth git-credential", HostRun: []string{"config.yml", "aliases.yml"}},
 }
 
 // envName reports whether n is a shell variable name.
@@ -105,7 +132,14 @@ func refusedEnv(n string) string {
 // LoadConfig reads sandbox.toml at path. A missing file means the defaults.
 // The file must be owned by root and not writable by group or others: it is
 // policy, and a user-writable policy file would be no policy.
-func LoadConfig(path string) (*Config, error) {
+func LoadConfig(path string) (*Config, error) { return loadConfig(path, false) }
+
+// LoadNestedConfig is LoadConfig inside a jail. There root's files show as
+// the overflow uid (root is not mapped into a user's jail), and the jail
+// shows /etc read-only, so either owner is the host's root.
+func LoadNestedConfig(path string) (*Config, error) { return loadConfig(path, true) }
+
+func loadConfig(path string, nested bool) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Config{}, nil
@@ -117,10 +151,28 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid != 0 || fi.Mode().Perm()&0o022 != 0) {
-		return nil, fmt.Errorf("%s must be owned by root and writable only by it (fix: sudo chown root:root %s && sudo chmod 644 %s)", path, path, path)
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ParseConfig(b, path)
+	}
+	rootOwned := st.Uid == 0 || nested && st.Uid == overflowUID()
+	if !rootOwned || fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%s must be owned by root and writable only by it (fix, on the host: sudo chown root:root %s && sudo chmod 644 %s)", path, path, path)
 	}
 	return ParseConfig(b, path)
+}
+
+// overflowUID is the uid the kernel shows for an unmapped owner.
+func overflowUID() uint32 {
+	b, err := os.ReadFile("/proc/sys/kernel/overflowuid")
+	if err != nil {
+		return 65534
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+	if err != nil {
+		return 65534
+	}
+	return uint32(n)
 }
 
 // ParseConfig parses and validates sandbox.toml's text; path names it in
@@ -156,6 +208,9 @@ func ParseConfig(data []byte, path string) (*Config, error) {
 		if _, ok := Forges[f]; !ok {
 			return nil, fmt.Errorf("%s: forge %q is not known (fix: use one of github, gitlab)", path, f)
 		}
+	}
+	if c.MaxProcs < 0 {
+		return nil, fmt.Errorf("%s: max_procs %d is negative (fix: a positive number, or remove it for %d)", path, c.MaxProcs, DefaultMaxProcs)
 	}
 	switch c.Egress {
 	case "", "public", "allowlist", "off":

@@ -120,7 +120,8 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	if home == "/" {
 		return nil, nil, fmt.Errorf("the home is / (fix: set HOME to your home directory)")
 	}
-	ws, err := workspace(l, home)
+	shared := sharedTrees(l.Environ)
+	ws, err := workspace(l, home, shared)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -136,44 +137,46 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pr.LoginDirs = append(pr.LoginDirs, d)
 		s.HomeBinds = append(s.HomeBinds, Bind{Src: d, Dst: d})
 	}
-	hostBound := append([]string{ws}, pathsOf(s.HomeBinds)...)
+	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{},
+		hostBound: append([]string{ws}, pathsOf(s.HomeBinds)...), willExist: pr.LoginDirs}
 	for _, rel := range p.HomeReadOnly {
-		b, ph, err := readOnlyBind(filepath.Join(home, rel), hostBound, pr.LoginDirs)
-		if err != nil {
+		if err := pl.readOnly(filepath.Join(home, rel), guarded{data: standIn(rel)}); err != nil {
 			return nil, nil, err
 		}
-		if b != nil {
-			s.HomeReadOnly = append(s.HomeReadOnly, *b)
-		}
-		pr.Placeholders = append(pr.Placeholders, ph...)
 	}
 	s.HomeReadOnly = append(s.HomeReadOnly, Bind{Dst: filepath.Join(home, ".gitconfig"), Data: Gitconfig(home, l.Config.Forge)})
 	vendor := SystemRoot + p.Binary
 	if p.HomeBinary != "" {
-		s.HomeReadOnly = append(s.HomeReadOnly, Bind{Src: vendor, Dst: filepath.Join(home, p.HomeBinary)})
+		s.HomeReadOnly = append(s.HomeReadOnly, Bind{Src: vendor, Dst: filepath.Join(home, p.HomeBinary), System: true})
 	}
 	for _, f := range l.Config.Forge {
 		d := filepath.Join(home, Forges[f].TokenDir)
 		s.Writable = append(s.Writable, Bind{Src: d, Dst: d, Try: true})
+		if fi, err := os.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, nil, refuseLink(d)
+		} else if err == nil && fi.IsDir() {
+			// What the forge's CLI runs on the host (pager, editor,
+			// browser, aliases) stays as the user wrote it.
+			pl.hostBound = append(pl.hostBound, d)
+			for _, rel := range Forges[f].HostRun {
+				if err := pl.readOnly(filepath.Join(d, rel), guarded{}); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
 	}
 	for _, w := range l.Config.AllowWrite {
 		w = filepath.Clean(w)
-		if err := refuseTree(w, home, "allow_write entry"); err != nil {
+		if err := refuseTree(w, home, "allow_write entry", shared); err != nil {
 			return nil, nil, err
 		}
 		s.Writable = append(s.Writable, Bind{Src: w, Dst: w, Try: true})
+		pl.hostBound = append(pl.hostBound, w)
 	}
-
-	for _, rel := range agent.WorkspaceReadOnly() {
-		b, ph, err := readOnlyBind(filepath.Join(ws, rel), hostBound, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		if b != nil {
-			s.ReadOnly = append(s.ReadOnly, *b)
-		}
-		pr.Placeholders = append(pr.Placeholders, ph...)
+	if err := pl.protectWorkspace(); err != nil {
+		return nil, nil, err
 	}
+	hostBound := pl.hostBound
 
 	for _, rel := range p.Masks {
 		m := filepath.Join(home, rel)
@@ -229,6 +232,13 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		return nil, nil, fmt.Errorf("egress %q is not one of public, allowlist, off (fix: correct egress in %s)", mode, ConfigPath)
 	}
 	s.UnshareNet = true
+	s.Private = append(s.Private, devShm)
+	s.Masks = append(s.Masks, socketMasks(s)...)
+	s.TmpfsSize = tmpfsSizes(s, l.Config.TmpfsSize.total(machineRAM()))
+	s.MaxProcs = l.Config.MaxProcs
+	if s.MaxProcs == 0 {
+		s.MaxProcs = DefaultMaxProcs
+	}
 	direct := l.Direct && mode == policy.ModeOff
 	if s.Marker, err = markerJSON(&Marker{Schema: MarkerSchema, Agent: p.Name, Session: l.Session, Workspace: ws, Egress: mode}); err != nil {
 		return nil, nil, err
@@ -272,7 +282,7 @@ func realDir(p, what string) (string, error) {
 }
 
 // workspace picks and checks the read-write directory.
-func workspace(l *Launch, home string) (string, error) {
+func workspace(l *Launch, home string, shared []string) (string, error) {
 	cwd, err := realDir(l.Cwd, "current directory")
 	if err != nil {
 		return "", err
@@ -287,19 +297,24 @@ func workspace(l *Launch, home string) (string, error) {
 			return "", fmt.Errorf("the current directory %s is outside workspace_root %s (fix: cd into %s, or change workspace_root in %s)", cwd, ws, ws, ConfigPath)
 		}
 	}
-	if err := refuseTree(ws, home, "workspace"); err != nil {
+	if err := refuseTree(ws, home, "workspace", shared); err != nil {
 		return "", err
 	}
 	return ws, nil
 }
 
 // refuseTree refuses a read-write path that is /, the home or an ancestor
-// of it (it would uncover the home's tmpfs), or that lies in or contains a
-// protected tree.
-func refuseTree(p, home, what string) error {
+// of it (it would uncover the home's tmpfs), that lies in or contains a
+// protected tree or a shared scratch or runtime tree (other programs'
+// sockets live there), or that is the top of a tree shared between
+// projects.
+func refuseTree(p, home, what string, shared []string) error {
 	fix := "(fix: cd into a project directory, or set workspace_root in " + ConfigPath + ")"
-	if what != "workspace" {
+	switch what {
+	case "allow_write entry":
 		fix = "(fix: remove it from allow_write in " + ConfigPath + ")"
+	case "git directory":
+		fix = "(fix: keep the repository's git directory in the project, or launch elsewhere)"
 	}
 	if p == "/" {
 		return fmt.Errorf("refusing the %s /: it would make the whole system writable %s", what, fix)
@@ -316,7 +331,36 @@ func refuseTree(p, home, what string) error {
 			return fmt.Errorf("refusing the %s %s: it is in or contains the protected tree %s %s", what, p, t, fix)
 		}
 	}
+	for _, t := range shared {
+		if within(p, t) || within(t, p) {
+			return fmt.Errorf("refusing the %s %s: it is in or contains %s, a tree shared with other programs and their sockets %s", what, p, t, fix)
+		}
+	}
+	for _, t := range sharedTops {
+		if p == t {
+			return fmt.Errorf("refusing the %s %s: it is the top of a tree shared between projects (a project below it is fine) %s", what, p, fix)
+		}
+	}
 	return nil
+}
+
+// sharedTops are trees whose top holds many projects: a project below one
+// is a workspace, the top is not.
+var sharedTops = []string{"/srv", "/opt", "/mnt", "/media", "/home"}
+
+// sharedTrees are the scratch and runtime trees that no workspace or
+// allow_write path may lie in or contain: they hold other programs'
+// sockets (tmux, ssh-agent, X11, the session bus) and files.
+func sharedTrees(environ []string) []string {
+	out := []string{"/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm"}
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok && filepath.IsAbs(v) {
+			if v = filepath.Clean(v); v != "/" {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // within reports whether p is dir or below it.
@@ -334,42 +378,6 @@ func under(p string, dirs []string) bool {
 		}
 	}
 	return false
-}
-
-// readOnlyBind re-binds an existing command-bearing file or directory
-// read-only. A missing one whose parent directory exists on a host-bound
-// tree gets a placeholder (so that it cannot be created in the session)
-// with an empty stand-in over it: an empty read-only directory for hooks,
-// "{}" for a JSON file, else an empty file.
-func readOnlyBind(p string, hostBound, willExist []string) (*Bind, []Placeholder, error) {
-	fi, err := os.Lstat(p)
-	switch {
-	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		r, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s is a symlink to a missing path, which a session could create (fix: remove the link or create its target)", p)
-		}
-		return &Bind{Src: r, Dst: r}, nil, nil
-	case err == nil:
-		return &Bind{Src: p, Dst: p}, nil, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, nil, fmt.Errorf("checking %s: %w", p, err)
-	}
-	parent := filepath.Dir(p)
-	pfi, err := os.Lstat(parent)
-	exists := err == nil && pfi.IsDir()
-	for _, d := range willExist {
-		exists = exists || d == parent
-	}
-	if !exists || !under(p, hostBound) {
-		return nil, nil, nil
-	}
-	dir := filepath.Base(p) == "hooks"
-	b := &Bind{Dst: p, EmptyDir: dir, Data: []byte{}}
-	if !dir && strings.HasSuffix(p, ".json") {
-		b.Data = []byte("{}\n")
-	}
-	return b, []Placeholder{{Path: p, Dir: dir}}, nil
 }
 
 // privateDirs are the host's socket-bearing directories, each given an

@@ -38,6 +38,8 @@ type record struct {
 type placeholder struct {
 	Path string `json:"path"`
 	Dir  bool   `json:"dir,omitempty"`
+	// Data is the file's content as made ("" for an empty file).
+	Data string `json:"data,omitempty"`
 	Dev  uint64 `json:"dev,omitempty"`
 	Ino  uint64 `json:"ino,omitempty"`
 }
@@ -88,7 +90,7 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 	s.recPath = filepath.Join(dir, strconv.Itoa(s.rec.PID)+".json")
 	adopted := len(s.rec.Placeholders)
 	for _, ph := range pr.Placeholders {
-		s.rec.Placeholders = append(s.rec.Placeholders, placeholder{Path: ph.Path, Dir: ph.Dir})
+		s.rec.Placeholders = append(s.rec.Placeholders, placeholder{Path: ph.Path, Dir: ph.Dir, Data: ph.Data})
 	}
 	// A launch that Register did not record, with no placeholder and no
 	// runtime directory, has nothing to undo: it writes no record.
@@ -335,10 +337,10 @@ func undo(r *record) {
 		if !ok || ph.Ino == 0 || uint64(st.Dev) != ph.Dev || st.Ino != ph.Ino {
 			continue // not the one we made: leave it alone
 		}
-		// Remove only while still empty: never delete what someone wrote.
+		// Remove only while still as made: never delete what someone wrote.
 		if ph.Dir {
 			os.Remove(ph.Path) // fails unless empty
-		} else if fi.Mode().IsRegular() && fi.Size() == 0 {
+		} else if asMade(ph, fi) {
 			os.Remove(ph.Path)
 		}
 	}
@@ -347,15 +349,34 @@ func undo(r *record) {
 	}
 }
 
+// asMade reports whether a placeholder file still holds what it was made
+// with.
+func asMade(ph placeholder, fi fs.FileInfo) bool {
+	if !fi.Mode().IsRegular() || fi.Size() != int64(len(ph.Data)) {
+		return false
+	}
+	if ph.Data == "" {
+		return true
+	}
+	b, err := ReadCapped(ph.Path)
+	return err == nil && string(b) == ph.Data
+}
+
 func createPlaceholder(home string, ph *placeholder) error {
 	var err error
 	if ph.Dir {
 		err = os.Mkdir(ph.Path, 0o700)
 	} else {
 		var f *os.File
-		f, err = os.OpenFile(ph.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		f, err = os.OpenFile(ph.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 		if err == nil {
-			f.Close()
+			_, err = f.WriteString(ph.Data)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				os.Remove(ph.Path)
+			}
 		}
 	}
 	if errors.Is(err, fs.ErrExist) {
@@ -363,7 +384,7 @@ func createPlaceholder(home string, ph *placeholder) error {
 		// empty placeholder that a record lists is shared, not in the way.
 		if fi, lerr := os.Lstat(ph.Path); lerr == nil {
 			st := fi.Sys().(*syscall.Stat_t)
-			empty := ph.Dir && fi.IsDir() || !ph.Dir && fi.Mode().IsRegular() && fi.Size() == 0
+			empty := ph.Dir && fi.IsDir() || !ph.Dir && asMade(*ph, fi)
 			if empty && listed(home, ph.Path, uint64(st.Dev), st.Ino) {
 				ph.Dev, ph.Ino = uint64(st.Dev), st.Ino
 				return nil

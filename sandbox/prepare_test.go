@@ -220,3 +220,28 @@ func TestQuietLaunchWritesNoRecord(t *testing.T) {
 		}
 	}
 }
+// A placeholder with content (commondir's ".") is made with it, and removed
+// after the session only while it still holds it.
+func TestPlaceholderWithData(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.Remove(f.ws+"/.git/commondir"))
+	p, _ := agent.Lookup("codex")
+	_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
+	must(t, err)
+	s, err := Prepare(f.home, "", pr)
+	must(t, err)
+	if b, err := os.ReadFile(f.ws + "/.git/commondir"); err != nil || string(b) != ".\n" {
+		t.Fatalf("commondir placeholder %q %v", b, err)
+	}
+	s.Finish()
+	if _, err := os.Lstat(f.ws + "/.git/commondir"); err == nil {
+		t.Error("the commondir placeholder outlived the session")
+	}
+	s, err = Prepare(f.home, "", pr)
+	must(t, err)
+	must(t, os.WriteFile(f.ws+"/.git/commondir", []byte("../elsewhere\n"), 0o600))
+	s.Finish()
+	if b, _ := os.ReadFile(f.ws + "/.git/commondir"); string(b) != "../elsewhere\n" {
+		t.Errorf("a changed placeholder was removed or rewritten: %q", b)
+	}
+}

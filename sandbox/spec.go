@@ -20,6 +20,14 @@ type Bind struct {
 	Data []byte
 	// EmptyDir makes a Bind without Src an empty read-only directory.
 	EmptyDir bool
+	// System marks a Src that only root controls (the vendor binary behind
+	// its versioned links): bwrap gets its path. Every other Src is opened
+	// by the launcher without following any link (OpenBindSources) and
+	// handed to bwrap as a descriptor (--bind-fd), so no link a user or a
+	// session planted can redirect it, then or between plan and mount.
+	System bool
+	// skip marks a Try bind whose source was missing when it was opened.
+	skip bool
 }
 
 // isData reports whether b is a file made from Data.
@@ -59,6 +67,16 @@ type Spec struct {
 	// read-only Binds without Src, then the marker); the others follow
 	// it, in the order DataFiles lists their contents.
 	DataFD int
+	// BindFD is the descriptor of the first bind source opened by the
+	// launcher; the others follow it, in the order OpenBindSources opens
+	// them.
+	BindFD int
+	// TmpfsSize is the size in bytes of each writable tmpfs, by path
+	// (bwrap's --size); a path not listed gets the kernel's default.
+	TmpfsSize map[string]int64
+	// MaxProcs is the jail's RLIMIT_NPROC, which the launcher sets on bwrap
+	// (WithProcLimit); 0 leaves the limit as it is.
+	MaxProcs int
 	// Private are the directories given an empty tmpfs before anything is
 	// bound (/tmp, /run, ...), in order.
 	Private []string
@@ -75,6 +93,13 @@ type Spec struct {
 	Writable []Bind
 	// Workspace is bound read-write.
 	Workspace string
+	// workspace is Workspace as a Bind, for eachBind.
+	workspace Bind
+	// Trees are read-write binds of directories onto themselves after the
+	// workspace (its .git, .claude, .codex, and a worktree's admin and
+	// common directories): a mount point cannot be renamed or removed, so
+	// the read-only binds inside them stay where git and the agents look.
+	Trees []Bind
 	// ReadOnly are re-binds after the workspace: its command-bearing files
 	// and any protected system tree the workspace contains.
 	ReadOnly []Bind
@@ -126,19 +151,28 @@ func Argv(s *Spec) []string {
 	}
 	a = append(a, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
 	for _, p := range s.Private {
-		a = append(a, "--tmpfs", p)
+		a = tmpfs(a, s, p)
 	}
 	if s.Home != "" {
-		a = append(a, "--perms", "0700", "--tmpfs", s.Home)
+		a = append(a, "--perms", "0700")
+		a = tmpfs(a, s, s.Home)
 	}
-	fd := s.DataFD
-	a = binds(a, s.HomeBinds, "--bind", "--bind-try", &fd)
-	a = binds(a, s.HomeReadOnly, "--ro-bind", "--ro-bind-try", &fd)
-	a = binds(a, s.Writable, "--bind", "--bind-try", &fd)
-	if s.Workspace != "" {
-		a = append(a, "--bind", s.Workspace, s.Workspace)
-	}
-	a = binds(a, s.ReadOnly, "--ro-bind", "--ro-bind-try", &fd)
+	data, bfd := s.DataFD, s.BindFD
+	s.eachBind(func(b *Bind, rw bool) {
+		switch {
+		case b.skip:
+		case b.EmptyDir && b.Src == "":
+			a = append(a, "--tmpfs", b.Dst, "--remount-ro", b.Dst)
+		case b.isData():
+			a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(data), b.Dst)
+			data++
+		case b.System:
+			a = append(a, pick(rw, "--bind", "--ro-bind"), b.Src, b.Dst)
+		default:
+			a = append(a, pick(rw, "--bind-fd", "--ro-bind-fd"), strconv.Itoa(bfd), b.Dst)
+			bfd++
+		}
+	})
 	for _, m := range s.Masks {
 		switch m.Kind {
 		case MaskFile:
@@ -146,11 +180,11 @@ func Argv(s *Spec) []string {
 		case MaskDir:
 			a = append(a, "--tmpfs", m.Path, "--remount-ro", m.Path)
 		default:
-			a = append(a, "--tmpfs", m.Path)
+			a = tmpfs(a, s, m.Path)
 		}
 	}
 	for _, d := range s.Scratch {
-		a = append(a, "--tmpfs", d)
+		a = tmpfs(a, s, d)
 	}
 	if s.Home != "" {
 		// Last of the home: every mount point in it exists by now, and
@@ -161,7 +195,7 @@ func Argv(s *Spec) []string {
 		a = append(a, "--ro-bind", s.EgressSocket, EgressSocket)
 	}
 	if s.Marker != nil {
-		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(fd), MarkerPath)
+		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(data), MarkerPath)
 	}
 	if s.Chdir != "" {
 		a = append(a, "--chdir", s.Chdir)
@@ -170,23 +204,40 @@ func Argv(s *Spec) []string {
 	return append(a, s.Command...)
 }
 
-// binds emits bs; *fd is the descriptor of the next data file.
-func binds(a []string, bs []Bind, op, try string, fd *int) []string {
-	for i := range bs {
-		b := &bs[i]
-		switch {
-		case b.EmptyDir && b.Src == "":
-			a = append(a, "--tmpfs", b.Dst, "--remount-ro", b.Dst)
-		case b.isData():
-			a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(*fd), b.Dst)
-			*fd++
-		case b.Try:
-			a = append(a, try, b.Src, b.Dst)
-		default:
-			a = append(a, op, b.Src, b.Dst)
+// tmpfs emits a writable tmpfs at p, sized when the Spec gives its size.
+func tmpfs(a []string, s *Spec, p string) []string {
+	if n, ok := s.TmpfsSize[p]; ok && n > 0 {
+		a = append(a, "--size", strconv.FormatInt(n, 10))
+	}
+	return append(a, "--tmpfs", p)
+}
+
+func pick(rw bool, yes, no string) string {
+	if rw {
+		return yes
+	}
+	return no
+}
+
+// eachBind calls f for every bind in the order Argv emits them, rw telling
+// a read-write bind from a read-only one. Argv, DataFiles and
+// OpenBindSources walk this one order, so a descriptor's number cannot drift
+// from its flag.
+func (s *Spec) eachBind(f func(b *Bind, rw bool)) {
+	each := func(bs []Bind, rw bool) {
+		for i := range bs {
+			f(&bs[i], rw)
 		}
 	}
-	return a
+	each(s.HomeBinds, true)
+	each(s.HomeReadOnly, false)
+	each(s.Writable, true)
+	if s.Workspace != "" {
+		s.workspace.Src, s.workspace.Dst = s.Workspace, s.Workspace
+		f(&s.workspace, true)
+	}
+	each(s.Trees, true)
+	each(s.ReadOnly, false)
 }
 
 // DataFiles are the contents of the files made from data, in the order of
@@ -194,13 +245,11 @@ func binds(a []string, bs []Bind, op, try string, fd *int) []string {
 // descriptor.
 func DataFiles(s *Spec) [][]byte {
 	var out [][]byte
-	for _, list := range [][]Bind{s.HomeBinds, s.HomeReadOnly, s.Writable, s.ReadOnly} {
-		for i := range list {
-			if list[i].isData() {
-				out = append(out, list[i].Data)
-			}
+	s.eachBind(func(b *Bind, _ bool) {
+		if b.isData() {
+			out = append(out, b.Data)
 		}
-	}
+	})
 	if s.Marker != nil {
 		out = append(out, s.Marker)
 	}

@@ -134,7 +134,7 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 // (decided by sandbox.ProbeJail, never by a variable): a second bwrap would
 // only nest namespaces, and the jail's flags are the same.
 func nested(p *agent.Profile, vendor string, args []string, stderr io.Writer) int {
-	cfg, err := sandbox.LoadConfig(sandbox.SystemRoot + sandbox.ConfigPath)
+	cfg, err := sandbox.LoadNestedConfig(sandbox.SystemRoot + sandbox.ConfigPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "cco: %v\n", err)
 		return exitCannotRun
@@ -231,6 +231,17 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 			fds = append(fds, stW.Fd()) // descriptor 4
 		}
 	}
+	// Then the bind sources, opened without following a link.
+	srcs, err := sandbox.OpenBindSources(spec)
+	if err != nil {
+		closeOpen()
+		return cannot(err)
+	}
+	spec.BindFD = len(fds)
+	for _, f := range srcs {
+		open = append(open, f)
+		fds = append(fds, f.Fd())
+	}
 	// Ignored signals stay ignored across exec: a ^C from the terminal
 	// must reach the agent, not kill bwrap (whose death would SIGKILL the
 	// agent). The helper restores them for the agent.
@@ -240,8 +251,12 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	// syscall.ForkExec, not os/exec: os/exec makes a throw-away child once
 	// per process to learn whether pidfds work, a process start that every
 	// launch would pay for; the shadow needs only the pid.
-	bwrapPID, err := syscall.ForkExec(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...),
-		&syscall.ProcAttr{Env: os.Environ(), Files: fds})
+	var bwrapPID int
+	err = sandbox.WithProcLimit(spec.MaxProcs, func() (err error) {
+		bwrapPID, err = syscall.ForkExec(bwrap, append([]string{bwrap}, sandbox.Argv(spec)...),
+			&syscall.ProcAttr{Env: os.Environ(), Files: fds})
+		return err
+	})
 	closeOpen()
 	if err != nil {
 		return cannot(fmt.Errorf("starting %s: %w", bwrap, err))

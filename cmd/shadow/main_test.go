@@ -142,12 +142,8 @@ type world struct {
 
 func newWorld(t *testing.T, u runAs) *world {
 	t.Helper()
-	base, err := os.MkdirTemp("", "cco-world-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	// Outside /tmp and /var/tmp: the jail refuses workspaces there.
+	base := testenv.WorkDir(t)
 	// The link target lies outside the workspace on a tree the jail shows
 	// read-only (/var/tmp; /tmp is private inside), and the user may write
 	// it on the host: only the jail stops the write.
@@ -253,11 +249,12 @@ func readFile(t *testing.T, p string) string {
 var _ = io.Discard
 
 // bareBwrap is bwrap running a Spec itself, with the descriptors the shadow
-// hands it: the seccomp program on 3, a status sink on 4 and the jail's data
-// files from 5.
+// hands it: the seccomp program on 3, a status sink on 4, the jail's data
+// files from 5 and the bind sources after them.
 type bareBwrap struct {
 	argv  []string
 	files [][]byte // the contents of 3, then of 5 on
+	spec  *sandbox.Spec
 	dir   string
 }
 
@@ -267,8 +264,16 @@ func newBareBwrap(t testing.TB, spec *sandbox.Spec, dir string) *bareBwrap {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec.SeccompFD, spec.StatusFD, spec.DataFD = 3, 4, 5
-	return &bareBwrap{argv: sandbox.Argv(spec), files: append([][]byte{prog}, sandbox.DataFiles(spec)...), dir: dir}
+	data := sandbox.DataFiles(spec)
+	spec.SeccompFD, spec.StatusFD, spec.DataFD, spec.BindFD = 3, 4, 5, 5+len(data)
+	srcs, err := sandbox.OpenBindSources(spec) // decides which Try binds are left out
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range srcs {
+		f.Close()
+	}
+	return &bareBwrap{argv: sandbox.Argv(spec), files: append([][]byte{prog}, data...), spec: spec, dir: dir}
 }
 
 // cmd is one run's command; done closes this side's descriptors after it.
@@ -291,6 +296,11 @@ func (b *bareBwrap) cmd(t testing.TB) (c *exec.Cmd, done func()) {
 			files = append(files, null)
 		}
 	}
+	srcs, err := sandbox.OpenBindSources(b.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, srcs...)
 	c = exec.Command("/usr/bin/bwrap", b.argv...)
 	c.ExtraFiles, c.Dir = files, b.dir
 	return c, func() {

@@ -16,6 +16,8 @@ func TestScript(t *testing.T) {
 	root := systemRoot(t)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/scripts",
+		// Outside /tmp: the jail refuses workspaces there.
+		WorkdirRoot: testenv.WorkDir(t),
 		Setup: func(e *testscript.Env) error {
 			e.Setenv(rootEnv, root)
 			e.Setenv("HOME", e.WorkDir+"/home")

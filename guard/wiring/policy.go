@@ -49,6 +49,9 @@ type ClaudeLayer struct {
 	PromptGate      bool  // it wires our gate
 	DisableAllHooks *bool
 	Env             map[string]string
+	// EnableAllProjectMcpServers is the file's enableAllProjectMcpServers
+	// (nil: unset), a scalar like disableAllHooks.
+	EnableAllProjectMcpServers *bool
 }
 
 type claudeHandler struct {
@@ -62,9 +65,10 @@ type claudeGroup struct {
 }
 
 type claudeFile struct {
-	DisableAllHooks *bool                    `json:"disableAllHooks"`
-	Env             map[string]any           `json:"env"`
-	Hooks           map[string][]claudeGroup `json:"hooks"`
+	DisableAllHooks            *bool                    `json:"disableAllHooks"`
+	EnableAllProjectMcpServers *bool                    `json:"enableAllProjectMcpServers"`
+	Env                        map[string]any           `json:"env"`
+	Hooks                      map[string][]claudeGroup `json:"hooks"`
 }
 
 // ParseClaudeLayer reads one managed settings file's bytes.
@@ -76,6 +80,7 @@ func ParseClaudeLayer(path string, b []byte) ClaudeLayer {
 		return l
 	}
 	l.DisableAllHooks = f.DisableAllHooks
+	l.EnableAllProjectMcpServers = f.EnableAllProjectMcpServers
 	if len(f.Env) > 0 {
 		l.Env = map[string]string{}
 		for k, v := range f.Env {

@@ -7,6 +7,7 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -40,4 +41,30 @@ func Missing(t testing.TB, why string) {
 		t.Fatalf("required in CI: %s", why)
 	}
 	t.Skip(why)
+}
+
+// WorkDir is a fresh directory for a test's homes and workspaces, outside
+// the shared scratch trees (/tmp, /var/tmp, /run, ...) that the jail refuses
+// as workspaces: under /var/lib/cco-test as root, else under the user's
+// cache directory. It is removed when the test ends.
+func WorkDir(t testing.TB) string {
+	t.Helper()
+	base := "/var/lib/cco-test"
+	if os.Geteuid() != 0 {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatalf("no directory for test workspaces: %v (fix: set HOME)", err)
+		}
+		base = filepath.Join(c, "cco-test")
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatalf("creating %s: %v", base, err)
+	}
+	d, err := os.MkdirTemp(base, "w-")
+	if err != nil {
+		t.Fatalf("creating a test directory under %s: %v", base, err)
+	}
+	os.Chmod(d, 0o755)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }

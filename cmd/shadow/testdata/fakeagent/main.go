@@ -106,6 +106,9 @@ func main() {
 		b, _ := json.Marshal(report)
 		os.Stdout.Write(b)
 		return
+	case "suid":
+		suidProbe(&p)
+		return
 	case "net":
 		netProbe(&p)
 		b, _ := json.Marshal(report)

@@ -1,0 +1,105 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// OpenBindSources opens the source of every bind that bwrap gets as a
+// descriptor, in the order Argv numbers them from Spec.BindFD. A source is
+// opened O_PATH without following a link in any of its components, so what
+// is bound is what was planned, whatever a session or a user swapped in
+// since: a link is refused with the fix, and a missing Try source is
+// dropped from the jail. The caller closes the files once bwrap has them.
+func OpenBindSources(s *Spec) ([]*os.File, error) {
+	var files []*os.File
+	var err error
+	s.eachBind(func(b *Bind, _ bool) {
+		if err != nil || b.Src == "" || b.System {
+			return
+		}
+		b.skip = false
+		f, oerr := openNoFollow(b.Src)
+		switch {
+		case oerr == nil:
+			files = append(files, f)
+		case b.Try && errors.Is(oerr, unix.ENOENT):
+			b.skip = true
+		case errors.Is(oerr, unix.ELOOP) || errors.Is(oerr, unix.EXDEV):
+			err = fmt.Errorf("%s is, or lies below, a symbolic link, which the jail never follows (fix: rm the link, or replace it with what it points to)", b.Src)
+		default:
+			err = fmt.Errorf("opening %s for the jail: %w", b.Src, oerr)
+		}
+	})
+	if err != nil {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, err
+	}
+	return files, nil
+}
+
+// openNoFollow opens p as an O_PATH descriptor, refusing a link anywhere
+// in it (openat2's RESOLVE_NO_SYMLINKS; before Linux 5.6, a walk with
+// O_NOFOLLOW at each step).
+func openNoFollow(p string) (*os.File, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = walkNoFollow(p)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// walkNoFollow opens p one component at a time, each O_NOFOLLOW.
+func walkNoFollow(p string) (int, error) {
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range splitPath(p) {
+		next, err := unix.Openat(fd, c, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(next, &st); err != nil {
+			unix.Close(next)
+			return -1, err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(next)
+			return -1, unix.ELOOP
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for len(p) > 0 {
+		for len(p) > 0 && p[0] == '/' {
+			p = p[1:]
+		}
+		i := 0
+		for i < len(p) && p[i] != '/' {
+			i++
+		}
+		if i > 0 {
+			out = append(out, p[:i])
+		}
+		p = p[i:]
+	}
+	return out
+}

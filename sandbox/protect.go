@@ -1,0 +1,454 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cco-dev/cco/agent"
+)
+
+// Command-bearing state is protected as a tree, not file by file: a bind
+// protects a path, and the directory around it could be renamed with the
+// binds inside it (mounts move with their directory). So each directory that
+// holds protected files (a repository's git directory, its common directory,
+// an agent's directory) is bound onto itself, which makes it a mount point
+// that cannot be renamed or removed, and the files in it through which git
+// or an agent takes configuration or a program are bound read-only. A
+// missing one gets a placeholder, so that it cannot be created.
+
+// guarded is one protected name in a protected directory.
+type guarded struct {
+	rel string
+	dir bool
+	// data is a missing file's stand-in, in the jail and on the host.
+	data string
+}
+
+// commonFiles are what git reads from a repository's common directory
+// (and a submodule's admin directory). An empty commondir makes git fail;
+// "." names the directory itself, as no commondir does.
+var commonFiles = []guarded{
+	{rel: "config"}, {rel: "config.worktree"}, {rel: "commondir", data: ".\n"},
+	{rel: "hooks", dir: true}, {rel: "info", dir: true},
+}
+
+// worktreeFiles are what git reads from a linked worktree's admin
+// directory (.git/worktrees/<name>).
+var worktreeFiles = []guarded{{rel: "commondir"}, {rel: "gitdir"}, {rel: "config.worktree"}}
+
+// moduleDepth bounds the walk of .git/modules: nested submodules keep
+// their admin directories in modules/<name>/modules/<name>.
+const moduleDepth = 3
+
+// planner carries one Plan's protection work.
+type planner struct {
+	s    *Spec
+	pr   *Prep
+	home string
+	ws   string
+	// hostBound are the trees the jail sees read-write from the host: a
+	// placeholder is made only inside them.
+	hostBound []string
+	// willExist are directories Prepare creates (the login state).
+	willExist []string
+	// shared are the scratch and runtime trees (sharedTrees).
+	shared []string
+	seen   map[string]bool
+}
+
+// protectWorkspace protects the workspace's repositories (its own and the
+// nested ones FindRepos lists) and the agents' directories in it.
+func (pl *planner) protectWorkspace() error {
+	for _, d := range agent.WorkspaceDirs() {
+		if err := pl.agentDir(filepath.Join(pl.ws, d)); err != nil {
+			return err
+		}
+	}
+	for _, rel := range agent.WorkspaceReadOnly() {
+		if err := pl.readOnly(filepath.Join(pl.ws, rel), guarded{data: standIn(rel)}); err != nil {
+			return err
+		}
+	}
+	top := filepath.Join(pl.ws, ".git")
+	if _, err := os.Lstat(top); err == nil {
+		if err := pl.repo(top); err != nil {
+			return err
+		}
+	}
+	for _, g := range FindRepos(pl.ws) {
+		if g == top {
+			continue
+		}
+		if err := pl.repo(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// standIn is the content a missing settings file shows in the jail.
+func standIn(rel string) string {
+	if strings.HasSuffix(rel, ".json") {
+		return "{}\n"
+	}
+	return ""
+}
+
+// agentDir protects an agent's directory in the workspace: an existing one
+// becomes a mount point; a missing one an empty read-only directory, so
+// that a session cannot create what the next agent would run.
+func (pl *planner) agentDir(d string) error {
+	fi, err := os.Lstat(d)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return refuseLink(d)
+	case err == nil && fi.IsDir():
+		pl.tree(d)
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s is not a directory, and an agent reads its settings from it (fix: rm %s)", d, d)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("checking %s: %w", d, err)
+	}
+	return pl.readOnly(d, guarded{dir: true})
+}
+
+// refuseLink is the refusal of a protected name that is a link: binding
+// its target would bind whatever the link's author chose.
+func refuseLink(p string) error {
+	return fmt.Errorf("%s is a symbolic link, and the jail never binds what a link points to (fix: rm %s)", p, p)
+}
+
+// tree binds d onto itself, read-write.
+func (pl *planner) tree(d string) {
+	if pl.seen[d] {
+		return
+	}
+	pl.seen[d] = true
+	pl.s.Trees = append(pl.s.Trees, Bind{Src: d, Dst: d})
+	pl.pr.Protected = append(pl.pr.Protected, d)
+	if !under(d, pl.hostBound) && !slicesContains(pl.hostBound, d) {
+		pl.hostBound = append(pl.hostBound, d)
+	}
+}
+
+func slicesContains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// readOnly re-binds p read-only, or, when it is missing but its directory
+// is one the jail could write, gives it a placeholder and a stand-in. A
+// link is refused.
+func (pl *planner) readOnly(p string, g guarded) error {
+	if pl.seen[p] {
+		return nil
+	}
+	pl.seen[p] = true
+	fi, err := os.Lstat(p)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return refuseLink(p)
+	case err == nil:
+		pl.s.ReadOnly = append(pl.s.ReadOnly, Bind{Src: p, Dst: p})
+		pl.pr.Protected = append(pl.pr.Protected, p)
+		return nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errNotDir):
+	default:
+		return fmt.Errorf("checking %s: %w", p, err)
+	}
+	parent := filepath.Dir(p)
+	pfi, err := os.Lstat(parent)
+	exists := err == nil && pfi.IsDir() || slicesContains(pl.willExist, parent)
+	if !exists || !pl.writable(p) {
+		return nil
+	}
+	pl.s.ReadOnly = append(pl.s.ReadOnly, Bind{Dst: p, EmptyDir: g.dir, Data: []byte(g.data)})
+	pl.pr.Placeholders = append(pl.pr.Placeholders, Placeholder{Path: p, Dir: g.dir, Data: g.data})
+	pl.pr.Protected = append(pl.pr.Protected, p)
+	return nil
+}
+
+var errNotDir = errors.New("not a directory")
+
+// writable reports whether the jail could create p: it lies in a tree
+// bound read-write from the host.
+func (pl *planner) writable(p string) bool { return under(p, pl.hostBound) }
+
+// repo protects the repository whose .git entry is g: a directory, or a
+// file (a linked worktree or a submodule checkout) naming its admin
+// directory.
+func (pl *planner) repo(g string) error {
+	fi, err := os.Lstat(g)
+	if err != nil {
+		return nil // gone since it was listed
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return refuseLink(g)
+	}
+	if fi.IsDir() {
+		return pl.gitDir(g, g)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is neither a directory nor a file (fix: rm %s)", g, g)
+	}
+	admin, err := adminDir(g)
+	if err != nil {
+		return err
+	}
+	// The file itself names the admin directory: it stays as it is.
+	if err := pl.readOnly(g, guarded{}); err != nil {
+		return err
+	}
+	common, err := commonDir(admin)
+	if err != nil {
+		return err
+	}
+	if common != admin {
+		if !within(admin, filepath.Join(common, "worktrees")) {
+			return fmt.Errorf("%s names %s as its common directory, which does not hold it (fix: git worktree repair, or rm %s)", admin, common, g)
+		}
+		if err := pl.gitDir(common, common); err != nil {
+			return err
+		}
+		pl.tree(admin)
+		for _, f := range worktreeFiles {
+			if err := pl.readOnly(filepath.Join(admin, f.rel), f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return pl.gitDir(admin, admin)
+}
+
+// adminDir reads a .git file ("gitdir: <path>") and checks that the
+// directory it names belongs to this checkout: inside the workspace, or
+// naming the checkout back (a worktree's gitdir file, a submodule's
+// core.worktree). A .git file planted in a session therefore cannot bring
+// an outside directory into the jail.
+func adminDir(g string) (string, error) {
+	b, err := ReadCapped(g)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w (fix: rm %s, or restore it with git worktree repair)", g, err, g)
+	}
+	v, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	if !ok {
+		return "", fmt.Errorf("%s does not start with gitdir: (fix: rm %s, or restore it with git worktree repair)", g, g)
+	}
+	v = strings.TrimSpace(v)
+	if !filepath.IsAbs(v) {
+		v = filepath.Join(filepath.Dir(g), v)
+	}
+	d := filepath.Clean(v)
+	fi, err := os.Lstat(d)
+	if err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s names %s, which is not a directory (fix: git worktree repair, or rm %s)", g, d, g)
+	}
+	checkout := filepath.Dir(g)
+	if back, err := ReadCapped(filepath.Join(d, "gitdir")); err == nil {
+		if filepath.Clean(strings.TrimSpace(string(back))) == g {
+			return d, nil
+		}
+	}
+	if wt := gitConfigGet(filepath.Join(d, "config"), "core.worktree"); wt != "" {
+		if !filepath.IsAbs(wt) {
+			wt = filepath.Join(d, wt)
+		}
+		if filepath.Clean(wt) == checkout {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("%s names %s, which does not name this checkout back (fix: git worktree repair, or rm %s)", g, d, g)
+}
+
+// commonDir is a git directory's common directory: its commondir file's
+// path, or the directory itself.
+func commonDir(admin string) (string, error) {
+	p := filepath.Join(admin, "commondir")
+	b, err := ReadCapped(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return admin, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w (fix: git worktree repair)", p, err)
+	}
+	v := strings.TrimSpace(string(b))
+	if !filepath.IsAbs(v) {
+		v = filepath.Join(admin, v)
+	}
+	c := filepath.Clean(v)
+	if fi, err := os.Lstat(c); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s names %s, which is not a directory (fix: git worktree repair)", p, c)
+	}
+	return c, nil
+}
+
+// gitDir protects a repository's common directory d (depth counts the
+// modules/ levels above it): the directory itself, the files git takes
+// configuration or programs from, its worktrees' admin files, its
+// submodules' admin directories, and a hooks path or included file in a
+// tree the jail can write.
+func (pl *planner) gitDir(d, top string) error {
+	if pl.seen["gitdir:"+d] {
+		return nil
+	}
+	pl.seen["gitdir:"+d] = true
+	if err := refuseTree(d, pl.home, "git directory", pl.shared); err != nil && !within(d, pl.ws) {
+		return err
+	}
+	pl.tree(d)
+	for _, f := range commonFiles {
+		if err := pl.readOnly(filepath.Join(d, f.rel), f); err != nil {
+			return err
+		}
+	}
+	if wts, err := os.ReadDir(filepath.Join(d, "worktrees")); err == nil {
+		for _, w := range wts {
+			for _, f := range worktreeFiles {
+				if err := pl.readOnly(filepath.Join(d, "worktrees", w.Name(), f.rel), f); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := pl.modules(filepath.Join(d, "modules"), 1); err != nil {
+		return err
+	}
+	return pl.configFiles(filepath.Join(d, "config"), d)
+}
+
+// modules protects the submodules' admin directories below dir.
+func (pl *planner) modules(dir string, depth int) error {
+	if depth > moduleDepth {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	for _, e := range ents {
+		m := filepath.Join(dir, e.Name())
+		if e.Type()&fs.ModeSymlink != 0 {
+			return refuseLink(m)
+		}
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(m, "HEAD")); err != nil {
+			// A submodule name with a slash: its admin directory is deeper.
+			if err := pl.modules(m, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, f := range commonFiles {
+			if err := pl.readOnly(filepath.Join(m, f.rel), f); err != nil {
+				return err
+			}
+		}
+		if err := pl.modules(filepath.Join(m, "modules"), depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// configFiles protects what a repository's config points git at inside a
+// tree the jail can write: core.hooksPath, and the files it includes. git
+// itself reads the config (only when it mentions either, so the common
+// launch runs no git).
+func (pl *planner) configFiles(cfg, gitdir string) error {
+	b, err := ReadCapped(cfg)
+	if err != nil {
+		return nil
+	}
+	low := bytes.ToLower(b)
+	if !bytes.Contains(low, []byte("hookspath")) && !bytes.Contains(low, []byte("include")) {
+		return nil
+	}
+	for _, kv := range gitConfigList(gitdir) {
+		key, val, _ := strings.Cut(kv, "=")
+		key = strings.ToLower(key)
+		switch {
+		case key == "core.hookspath":
+			p := val
+			if strings.HasPrefix(p, "~/") {
+				p = filepath.Join(pl.home, p[2:])
+			} else if !filepath.IsAbs(p) {
+				// Relative to the worktree's top, for a non-bare repository.
+				p = filepath.Join(filepath.Dir(gitdir), p)
+			}
+			if err := pl.protectIfWritable(filepath.Clean(p), guarded{dir: true}); err != nil {
+				return err
+			}
+		case strings.HasPrefix(key, "include.") && strings.HasSuffix(key, ".path"),
+			strings.HasPrefix(key, "includeif.") && strings.HasSuffix(key, ".path"):
+			p := val
+			if strings.HasPrefix(p, "~/") {
+				p = filepath.Join(pl.home, p[2:])
+			} else if !filepath.IsAbs(p) {
+				p = filepath.Join(gitdir, p)
+			}
+			if err := pl.protectIfWritable(filepath.Clean(p), guarded{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// protectIfWritable re-binds p read-only when the jail could change it.
+func (pl *planner) protectIfWritable(p string, g guarded) error {
+	if !pl.writable(p) && !slicesContains(pl.hostBound, p) {
+		return nil
+	}
+	return pl.readOnly(p, g)
+}
+
+// gitTimeout bounds a git the shadow runs on a file the user or a session
+// wrote.
+const gitTimeout = 5 * time.Second
+
+// gitEnv is the environment of a git the shadow runs: no system or global
+// configuration, so that only the file asked about is read.
+var gitEnv = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent", "PATH=/usr/bin:/bin", "LC_ALL=C"}
+
+// gitConfigList is the repository's configuration as git reads it, with
+// includes, one key=value a line (keys in git's own lowered form).
+func gitConfigList(gitdir string) []string {
+	out := runGit("--git-dir="+gitdir, "config", "--includes", "--list", "--local")
+	return strings.Split(strings.TrimSpace(out), "\n")
+}
+
+// gitConfigGet is one key of a config file, as git reads it ("" if unset).
+func gitConfigGet(file, key string) string {
+	if _, err := os.Lstat(file); err != nil {
+		return ""
+	}
+	return strings.TrimSpace(runGit("config", "--file", file, "--get", key))
+}
+
+func runGit(args ...string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, "git", args...)
+	c.Env = gitEnv
+	out, err := c.Output()
+	if err != nil {
+		return ""
+	}
+	return string(out)
+}
