@@ -123,10 +123,19 @@ func TestPlantedFilesNeverHang(t *testing.T) {
 			os.Remove(w.home + "/.claude.json")
 			plant(t, kind, w.home+"/.claude/.claude.json")
 			plant(t, kind, w.home+"/.gitconfig")
-			plant(t, kind, w.ws+"/.git/config")
 			r = runBounded(t, w.cmd(root, "claude", w.ws, "probe", exit), 20*time.Second)
 			if r.code != 0 || !strings.Contains(r.stderr, w.home+"/.claude/.claude.json: cannot be read") {
-				t.Errorf("planted home and workspace files: exit %d, want 0 and the state file reported:\n%s", r.code, r.stderr)
+				t.Errorf("planted home files: exit %d, want 0 and the state file reported:\n%s", r.code, r.stderr)
+			}
+			// The repository's config: a FIFO is bound as it is (nothing
+			// reads it); a link is refused with its fix.
+			plant(t, kind, w.ws+"/.git/config")
+			r = runBounded(t, w.cmd(root, "claude", w.ws, "probe", exit), 20*time.Second)
+			if kind == "fifo" && r.code != 0 {
+				t.Errorf("a FIFO .git/config: exit %d, want 0:\n%s", r.code, r.stderr)
+			}
+			if kind == "zero" && (r.code != exitCannotRun || !strings.Contains(r.stderr, "fix: rm "+w.ws+"/.git/config")) {
+				t.Errorf("a .git/config linked to /dev/zero: exit %d, want %d with the fix:\n%s", r.code, exitCannotRun, r.stderr)
 			}
 		})
 	}
