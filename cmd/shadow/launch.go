@@ -366,7 +366,7 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	if sig := syscall.Signal(endedBy.Load()); sig != 0 && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
 		// Killed after the grace: the status is the signal's that ended
 		// the session, as if the agent had obeyed it.
-		fmt.Fprintf(stderr, "cco: %s did not end within %v of %v: the jail was killed\n", name, sessionGrace, sig)
+		fmt.Fprintf(stderr, "cco: %s did not end within %v of %s: the jail was killed\n", name, sessionGrace, unix.SignalName(sig))
 		return 128 + int(sig)
 	}
 	return exitStatus(ws, pid, bwrap, stderr)
