@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -296,24 +297,14 @@ func listed(home, path string, dev, ino uint64) bool {
 // repositories (see repoWarnings).
 func (s *Session) Added() []string {
 	var out []string
-	paths := make([]string, 0, len(s.watched))
-	for p := range s.watched {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, path := range paths {
+	for _, path := range slices.Sorted(maps.Keys(s.watched)) {
 		before := s.watched[path]
 		after, err := CommandEntries(path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			out = append(out, fmt.Sprintf("%s: cannot be read after the session (%v); check its mcpServers yourself", shown(path), shown(err.Error())))
 			continue
 		}
-		keys := make([]string, 0, len(after))
-		for k := range after {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(after)) {
 			if v := after[k]; before[k] != v {
 				scope, name, _ := strings.Cut(k, "\x00")
 				out = append(out, fmt.Sprintf("%s: mcpServers %q (%s) runs %s", shown(path), name, shown(scope), shown(v)))

@@ -220,6 +220,7 @@ func TestQuietLaunchWritesNoRecord(t *testing.T) {
 		}
 	}
 }
+
 // A placeholder with content (commondir's ".") is made with it, and removed
 // after the session only while it still holds it.
 func TestPlaceholderWithData(t *testing.T) {

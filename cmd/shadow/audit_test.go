@@ -23,16 +23,7 @@ func runBounded(t *testing.T, c *exec.Cmd, d time.Duration) result {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(d):
-		c.Process.Kill()
-		<-done
-		t.Fatalf("%v did not end within %v:\n%s", c.Args, d, e.String())
-	}
+	err := waitBounded(t, c, d)
 	r := result{stdout: o.String(), stderr: e.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
@@ -40,6 +31,23 @@ func runBounded(t *testing.T, c *exec.Cmd, d time.Duration) result {
 		t.Fatalf("running %v: %v", c.Args, err)
 	}
 	return r
+}
+
+// waitBounded waits for the started c, and fails the test, having killed
+// it, should it not end within d.
+func waitBounded(t *testing.T, c *exec.Cmd, d time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		c.Process.Kill()
+		<-done
+		t.Fatalf("%v did not end within %v", c.Args, d)
+		return nil
+	}
 }
 
 // TestSignalEndsTheSession: SIGTERM or SIGHUP to the shadow ends the
@@ -61,16 +69,7 @@ func TestSignalEndsTheSession(t *testing.T) {
 		waitFile(t, w.ws+"/started-"+tag)
 		start := time.Now()
 		c.Process.Signal(sig)
-		done := make(chan error, 1)
-		go func() { done <- c.Wait() }()
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(10 * time.Second):
-			c.Process.Kill()
-			<-done
-			t.Fatalf("%v: the session did not end within 10 seconds", sig)
-		}
+		err := waitBounded(t, c, 10*time.Second)
 		took := time.Since(start)
 		if took > 5*time.Second {
 			t.Errorf("%v: the session took %v to end, more than 5 seconds", sig, took)
