@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 func planIn(t *testing.T, f *fixture, cwd string) (*Spec, *Prep, *argvCheck) {
@@ -158,9 +159,26 @@ func TestSocketMasks(t *testing.T) {
 
 func mkSock(t testing.TB, p string) {
 	t.Helper()
+	testenv.HostSockets(t)
 	fd, err := net.Listen("unix", p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fd.Close(); os.Remove(p) })
+}
+
+// A host socket that goes away between the plan and the jail's start loses
+// its mask (bwrap would otherwise make a file at its path, or fail).
+func TestDropVanishedSockets(t *testing.T) {
+	f := newFixture(t)
+	gone := filepath.Join(filepath.Dir(f.ws), "gone.sock")
+	kept := filepath.Join(filepath.Dir(f.ws), "kept.sock")
+	mkSock(t, kept)
+	s := &Spec{Masks: []Mask{{Path: gone, Kind: MaskFile, Socket: true}, {Path: kept, Kind: MaskFile, Socket: true}, {Path: "/etc/shadow", Kind: MaskFile}}}
+	if !s.DropVanishedSockets() || len(s.Masks) != 2 || s.Masks[0].Path != kept || s.Masks[1].Path != "/etc/shadow" {
+		t.Errorf("masks after drop: %+v", s.Masks)
+	}
+	if s.DropVanishedSockets() {
+		t.Error("dropped again with nothing gone")
+	}
 }

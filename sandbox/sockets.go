@@ -32,7 +32,7 @@ func socketMasks(s *Spec) []Mask {
 		}
 		seen[p] = true
 		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSocket != 0 {
-			out = append(out, Mask{Path: p, Kind: MaskFile})
+			out = append(out, Mask{Path: p, Kind: MaskFile, Socket: true})
 		}
 	}
 	return out
@@ -91,4 +91,23 @@ func (s *Spec) hostVisible(p string) bool {
 		consider(d, false)
 	}
 	return visible
+}
+
+// DropVanishedSockets drops the masks of host sockets that are no longer
+// there (an unbound socket is not connectable), and reports whether it
+// dropped any.
+func (s *Spec) DropVanishedSockets() bool {
+	kept := s.Masks[:0]
+	dropped := false
+	for _, m := range s.Masks {
+		if m.Socket {
+			if fi, err := os.Lstat(m.Path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+				dropped = true
+				continue
+			}
+		}
+		kept = append(kept, m)
+	}
+	s.Masks = kept
+	return dropped
 }

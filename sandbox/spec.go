@@ -51,6 +51,10 @@ const (
 type Mask struct {
 	Path string
 	Kind MaskKind
+	// Socket marks the mask of a host socket: one that goes away before
+	// the jail is built is dropped (DropVanishedSockets), since bwrap
+	// would otherwise make a file at its path, or fail to.
+	Socket bool
 }
 
 // Spec is everything that decides the bwrap argv. It is plain data:

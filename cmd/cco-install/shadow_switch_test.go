@@ -17,14 +17,10 @@ import (
 func TestShadowLaunchesDuringSwitchNeverFail(t *testing.T) {
 	testenv.RequireBwrap(t)
 	testenv.RequireRoot(t)
-	// Under /var/tmp: the jail's /tmp is private, so a root below /tmp would
-	// hide the vendor binary from the jail.
-	root, err := os.MkdirTemp("/var/tmp", "cco-switch-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(root)
-	os.Chmod(root, 0o755)
+	// Outside /tmp: the jail's /tmp is private (a root below it would hide
+	// the vendor binary), and the workspace below it must not be in a
+	// shared scratch tree.
+	root := testenv.WorkDir(t)
 	dir := t.TempDir()
 	shadow := filepath.Join(dir, "shadow")
 	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build",

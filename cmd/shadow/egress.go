@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,15 +106,20 @@ func startProxy(pol policy.Policy, session string) (*proxy, error) {
 			return fail(err)
 		}
 		if !fresh {
-			os.WriteFile(filepath.Join(dir, heardName), []byte(stamp), 0o600)
+			p.noteHeard(dir, stamp)
 		}
 	}
 	return p, nil
 }
 
-// heardName records, in the user's socket directory, the proxy program that
-// last said ready there.
+// heardName records, in the user's socket directory, the proxy programs
+// that said ready there, one stamp a line, the newest last: a few, since
+// programs of several system roots (an upgrade's old and new, test roots)
+// may serve one user side by side.
 const heardName = "egress-proxy.heard"
+
+// heardKept is how many stamps the note keeps.
+const heardKept = 8
 
 // programStamp names one version of the program file.
 func programStamp(fi fs.FileInfo) string {
@@ -125,8 +131,38 @@ func programStamp(fi fs.FileInfo) string {
 }
 
 func (p *proxy) heard(dir, stamp string) bool {
+	if stamp == "" {
+		return false
+	}
 	b, err := sandbox.ReadCapped(filepath.Join(dir, heardName))
-	return err == nil && stamp != "" && string(b) == stamp
+	return err == nil && slices.Contains(strings.SplitAfter(string(b), "\n"), stamp)
+}
+
+// noteHeard adds stamp to the note, dropping the oldest past heardKept.
+func (p *proxy) noteHeard(dir, stamp string) {
+	path := filepath.Join(dir, heardName)
+	b, _ := sandbox.ReadCapped(path)
+	var lines []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if l != "" && l != stamp && strings.HasSuffix(l, "\n") {
+			lines = append(lines, l)
+		}
+	}
+	lines = append(lines, stamp)
+	if len(lines) > heardKept {
+		lines = lines[len(lines)-heardKept:]
+	}
+	f, err := os.CreateTemp(dir, heardName+".*")
+	if err != nil {
+		return
+	}
+	_, err = f.WriteString(strings.Join(lines, ""))
+	if cerr := f.Close(); err == nil && cerr == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
 }
 
 // startNow starts the process before the jail and waits for its first

@@ -231,7 +231,9 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 			fds = append(fds, stW.Fd()) // descriptor 4
 		}
 	}
-	// Then the bind sources, opened without following a link.
+	// Then the bind sources, opened without following a link, and the
+	// masks of host sockets that went away since the plan dropped.
+	spec.DropVanishedSockets()
 	srcs, err := sandbox.OpenBindSources(spec)
 	if err != nil {
 		closeOpen()

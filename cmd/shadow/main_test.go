@@ -217,6 +217,7 @@ func runCmd(t *testing.T, c *exec.Cmd) result {
 	if c.Stdin == nil {
 		c.Stdin = strings.NewReader("")
 	}
+	defer testenv.Launching(t)()
 	err := c.Run()
 	r := result{stdout: o.String(), stderr: e.String()}
 	if ee, ok := err.(*exec.ExitError); ok {

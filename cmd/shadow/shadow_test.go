@@ -128,6 +128,9 @@ func processesWith(s string) []string {
 func TestNestedLaunchUsesTheSameJail(t *testing.T) {
 	testenv.RequireRoot(t)
 	root := systemRoot(t)
+	// With a sandbox.toml, which a user's jail shows owned by the overflow
+	// uid: the nested launch must still read it.
+	withConfig(t, root, "egress = \"off\"\n")
 	for _, inner := range []string{"claude", "codex"} {
 		w := newWorld(t, asNobody)
 		r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "nested", "root": root, "tag": inner})))

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -67,4 +69,53 @@ func WorkDir(t testing.TB) string {
 	os.Chmod(d, 0o755)
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
+}
+
+// socketLock is the lock file that serialises, across the test binaries
+// that go test runs side by side, the tests that bind host sockets the
+// jail can see with the shadow's launches: a launch masks every host socket
+// it sees, and one removed while bwrap builds the jail fails that launch
+// (bwrap cannot make its mount point).
+const socketLock = "/var/lock/cco-test-sockets.lock"
+
+// HostSockets holds the lock exclusively until the test ends: call it
+// before binding host sockets outside /tmp and /run. The test's own
+// launches meanwhile need no lock.
+func HostSockets(t testing.TB) {
+	release := lockSockets(t, syscall.LOCK_EX)
+	exclusive.Add(1)
+	t.Cleanup(func() { exclusive.Add(-1); release() })
+}
+
+// Launching holds the lock shared while a test launches the shadow; it
+// returns the release.
+func Launching(t testing.TB) func() {
+	if exclusive.Load() > 0 {
+		return func() {}
+	}
+	return lockSockets(t, syscall.LOCK_SH)
+}
+
+// exclusive counts this process's HostSockets holders.
+var exclusive atomic.Int32
+
+func lockSockets(t testing.TB, how int) func() {
+	t.Helper()
+	f, err := os.OpenFile(socketLock, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o666)
+	if err != nil {
+		// Not root and no such directory: nothing else can bind host
+		// sockets there either.
+		return func() {}
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), how)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		t.Fatalf("locking %s: %v", socketLock, err)
+	}
+	return func() { f.Close() }
 }
