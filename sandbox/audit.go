@@ -196,7 +196,6 @@ func repoWarnings(before repoFiles, repos []string) (out []string) {
 	}
 	sort.Slice(ch, func(i, j int) bool { return ch[i].path < ch[j].path })
 	l := newGitLister()
-	defer l.close()
 	for _, c := range ch {
 		p := shown(c.path)
 		switch {
@@ -254,12 +253,11 @@ func hooksPathOf(config, key string) string {
 	return ""
 }
 
-// gitLister runs the host's git on one config file at a time, with an
-// empty home and no system file, so that only that file and what it
-// includes is read, and within the audit's time budget.
+// gitLister runs the host's git on one config file at a time, in gitEnv
+// (no system or global file), so that only that file and what it includes
+// is read, and within the audit's time budget.
 type gitLister struct {
 	git   string
-	home  string
 	until time.Time
 }
 
@@ -274,12 +272,6 @@ func newGitLister() *gitLister {
 	return l
 }
 
-func (l *gitLister) close() {
-	if l.home != "" {
-		os.RemoveAll(l.home)
-	}
-}
-
 // runKeys lists the keys of a config file (with what it includes) that
 // make git run a program, as key=value with the value quoted.
 func (l *gitLister) runKeys(file string) ([]string, error) {
@@ -290,19 +282,13 @@ func (l *gitLister) runKeys(file string) ([]string, error) {
 	if left <= 0 {
 		return nil, errors.New("the audit's time ran out")
 	}
-	if l.home == "" {
-		d, err := os.MkdirTemp("", "cco-git-audit-")
-		if err != nil {
-			return nil, err
-		}
-		l.home = d
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(left, gitListTimeout))
 	defer cancel()
 	c := exec.CommandContext(ctx, l.git, "config", "--file", file, "--list", "--includes", "-z")
-	c.Dir = l.home
-	c.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + l.home, "XDG_CONFIG_HOME=" + l.home, "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}
+	// Run from /, where no repository is found: only the file and its
+	// includes are read.
+	c.Dir = "/"
+	c.Env = gitEnv
 	var stdout cappedBuffer
 	var stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
