@@ -3,7 +3,6 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -45,9 +44,14 @@ func Gitconfig(home string, forges []string) []byte {
 }
 
 // gitIdentity reads user.name and user.email from one git config file: only
-// the [user] section, no includes (they could name anything).
+// the [user] section, no includes (they could name anything). A link is
+// followed (dotfile managers link ~/.gitconfig), but what it names is read
+// through ReadCapped: a FIFO or device never holds the launch.
 func gitIdentity(path string) (name, email string) {
-	data, err := os.ReadFile(path)
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		path = r
+	}
+	data, err := ReadCapped(path)
 	if err != nil {
 		return "", ""
 	}

@@ -89,10 +89,9 @@ type Prep struct {
 	// Protected are the host paths bound read-only or onto themselves:
 	// each must name the same inode after the session as at its start.
 	Protected []string
-	// NewRepo, when not "", is a workspace without a .git: its re-binds
-	// cannot exist (a read-only .git would break git init), so what a
-	// session's git init leaves there that git runs later is reported.
-	NewRepo string
+	// Repos are the workspace's repositories (FindRepos), which the
+	// post-session audit watches.
+	Repos []string
 }
 
 // protectedSystem are trees no workspace or allow_write path may lie in
@@ -207,9 +206,6 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	}
 	for _, w := range p.Watched {
 		pr.Watched = append(pr.Watched, filepath.Join(home, w))
-	}
-	if _, err := os.Lstat(filepath.Join(ws, ".git")); errors.Is(err, fs.ErrNotExist) {
-		pr.NewRepo = ws
 	}
 
 	mode := l.Egress

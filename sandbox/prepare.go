@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,7 +53,12 @@ type Session struct {
 	// recorded: the launch has a record, and so something to undo.
 	recorded bool
 	watched  map[string]map[string]string
-	newRepo  string
+	// ws and repos are the workspace and its repositories' git files at
+	// launch (WatchRepos), for the audit after the session.
+	ws    string
+	repos repoFiles
+	// protected are Prep.Protected's inodes once the placeholders exist.
+	protected []protectedStamp
 }
 
 // Prepare does the host-side work of a Prep before bwrap starts: it takes
@@ -116,15 +122,16 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 	return s, nil
 }
 
-// watch snapshots the watched state files.
+// watch snapshots the watched state files and the protected paths'
+// inodes (the placeholders exist by now).
 func (s *Session) watch(pr *Prep) {
-	s.newRepo = pr.NewRepo
 	if len(pr.Watched) > 0 {
 		s.watched = map[string]map[string]string{}
 		for _, w := range pr.Watched {
-			s.watched[w] = CommandEntries(w)
+			s.watched[w], _ = CommandEntries(w)
 		}
 	}
+	s.protected = stampProtected(pr.Protected)
 }
 
 func (s *Session) writeRecord() error {
@@ -258,7 +265,7 @@ func records(home string) []recordFile {
 	var out []recordFile
 	for _, name := range recordNames(dir) {
 		p := filepath.Join(dir, name)
-		b, err := os.ReadFile(p)
+		b, err := ReadCapped(p)
 		if err != nil {
 			continue
 		}
@@ -286,17 +293,26 @@ func listed(home, path string, dev, ino uint64) bool {
 
 // Added lists, one line each, the command-bearing entries the session added
 // or changed in the watched state files, and what git would run from a
-// repository the session made in a workspace that had none.
+// config, hook or redirect created or changed in the workspace's
+// repositories (see repoWarnings).
 func (s *Session) Added() []string {
-	out := GitCommands(s.newRepo)
-	for path, before := range s.watched {
-		after := CommandEntries(path)
-		for k, v := range after {
-			if before[k] != v {
+	var out []string
+	for _, path := range slices.Sorted(maps.Keys(s.watched)) {
+		before := s.watched[path]
+		after, err := CommandEntries(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			out = append(out, fmt.Sprintf("%s: cannot be read after the session (%v); check its mcpServers yourself", shown(path), shown(err.Error())))
+			continue
+		}
+		for _, k := range slices.Sorted(maps.Keys(after)) {
+			if v := after[k]; before[k] != v {
 				scope, name, _ := strings.Cut(k, "\x00")
-				out = append(out, fmt.Sprintf("%s: mcpServers %q (%s) runs %s", path, name, scope, v))
+				out = append(out, fmt.Sprintf("%s: mcpServers %q (%s) runs %s", shown(path), name, shown(scope), shown(v)))
 			}
 		}
+	}
+	if s.ws != "" {
+		out = append(out, repoWarnings(s.repos, FindRepos(s.ws))...)
 	}
 	return out
 }
@@ -455,26 +471,28 @@ func procStart(pid int) string {
 }
 
 // carryOver copies from to to once, as the invoking user, keeping from.
+// from is read through ReadCapped: a link, a FIFO, a device or a file
+// over the cap is refused with the fix, and nothing is written.
 func carryOver(from, to string) error {
 	if _, err := os.Lstat(to); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	src, err := os.Open(from)
+	b, err := ReadCapped(from)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	if errors.Is(err, syscall.ELOOP) {
+		err = errors.New("it is a symbolic link")
+	}
 	if err != nil {
-		return fmt.Errorf("carrying %s over: %w", from, err)
+		return fmt.Errorf("carrying %s over to %s: %v (fix: make %s a regular file of at most %d MiB, or copy it to %s yourself)",
+			from, to, err, from, MaxStateFile>>20, to)
 	}
-	defer src.Close()
-	if fi, err := src.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil
-	}
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("carrying %s over to %s: %w", from, to, err)
 	}
-	if _, err := io.Copy(dst, src); err != nil {
+	if _, err := dst.Write(b); err != nil {
 		dst.Close()
 		os.Remove(to)
 		return fmt.Errorf("carrying %s over to %s: %w", from, to, err)
@@ -484,12 +502,14 @@ func carryOver(from, to string) error {
 
 // CommandEntries reads the command-bearing entries of a claude state file:
 // every mcpServers entry with a command, at the top level and per project,
-// keyed by scope and name, valued by the entry's JSON.
-func CommandEntries(path string) map[string]string {
+// keyed by scope and name, valued by the entry's JSON. The file is read
+// through ReadCapped; one it cannot read is the error (a file that is not
+// JSON has no entries).
+func CommandEntries(path string) (map[string]string, error) {
 	out := map[string]string{}
-	b, err := os.ReadFile(path)
+	b, err := ReadCapped(path)
 	if err != nil {
-		return out
+		return out, err
 	}
 	var st struct {
 		MCP      map[string]json.RawMessage `json:"mcpServers"`
@@ -498,7 +518,7 @@ func CommandEntries(path string) map[string]string {
 		} `json:"projects"`
 	}
 	if json.Unmarshal(b, &st) != nil {
-		return out
+		return out, nil
 	}
 	add := func(scope string, m map[string]json.RawMessage) {
 		for name, raw := range m {
@@ -515,53 +535,5 @@ func CommandEntries(path string) map[string]string {
 	for p, v := range st.Projects {
 		add("project "+p, v.MCP)
 	}
-	return out
-}
-
-// gitRunKeys are the git configuration keys whose values git runs (or that
-// point it at something it runs).
-var gitRunKeys = []string{"hookspath", "fsmonitor", "sshcommand", "editor", "pager", "askpass", "gpg.program",
-	"clean", "smudge", "process", "textconv", "command", "cmd", "helper", "proxy", "receivepack", "uploadpack"}
-
-// GitCommands lists what git would run from dir/.git when dir had no
-// repository before the session: hooks (other than git's *.sample files) and
-// configuration keys that name commands. "" or no .git: nothing.
-func GitCommands(dir string) []string {
-	if dir == "" {
-		return nil
-	}
-	git := filepath.Join(dir, ".git")
-	if _, err := os.Lstat(git); err != nil {
-		return nil
-	}
-	var out []string
-	if ents, err := os.ReadDir(filepath.Join(git, "hooks")); err == nil {
-		for _, e := range ents {
-			if !strings.HasSuffix(e.Name(), ".sample") {
-				out = append(out, fmt.Sprintf("%s: a git hook, run by git on the host", filepath.Join(git, "hooks", e.Name())))
-			}
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(git, "config")); err == nil {
-		section := ""
-		for _, line := range strings.Split(string(b), "\n") {
-			line = strings.TrimSpace(line)
-			if strings.HasPrefix(line, "[") {
-				section = strings.ToLower(strings.Trim(line, "[] "))
-				continue
-			}
-			key, _, ok := strings.Cut(line, "=")
-			if !ok {
-				continue
-			}
-			key = strings.ToLower(strings.TrimSpace(key))
-			for _, k := range gitRunKeys {
-				if key == k || section+"."+key == k {
-					out = append(out, fmt.Sprintf("%s: [%s] %s, run by git on the host", filepath.Join(git, "config"), section, line))
-					break
-				}
-			}
-		}
-	}
-	return out
+	return out, nil
 }

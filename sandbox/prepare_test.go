@@ -221,31 +221,6 @@ func TestQuietLaunchWritesNoRecord(t *testing.T) {
 	}
 }
 
-func TestGitCommands(t *testing.T) {
-	dir := t.TempDir()
-	if got := GitCommands(dir); got != nil {
-		t.Errorf("no .git: %q", got)
-	}
-	must(t, os.MkdirAll(dir+"/.git/hooks", 0o755))
-	must(t, os.WriteFile(dir+"/.git/hooks/pre-push.sample", nil, 0o755))
-	must(t, os.WriteFile(dir+"/.git/hooks/pre-push", nil, 0o755))
-	must(t, os.WriteFile(dir+"/.git/config", []byte("[core]\n\tbare = false\n\thooksPath = /x\n[filter \"lfs\"]\n\tsmudge = /y %f\n[user]\n\tname = A\n"), 0o644))
-	got := strings.Join(GitCommands(dir), "\n")
-	for _, want := range []string{".git/hooks/pre-push: a git hook", "hooksPath = /x", `[filter "lfs"] smudge = /y %f`} {
-		if !strings.Contains(got, want) {
-			t.Errorf("lacks %q:\n%s", want, got)
-		}
-	}
-	for _, not := range []string{"sample", "bare", "name"} {
-		if strings.Contains(got, not) {
-			t.Errorf("reports %q:\n%s", not, got)
-		}
-	}
-	if GitCommands("") != nil {
-		t.Error(`GitCommands("") reports something`)
-	}
-}
-
 // A placeholder with content (commondir's ".") is made with it, and removed
 // after the session only while it still holds it.
 func TestPlaceholderWithData(t *testing.T) {

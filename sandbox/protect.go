@@ -83,7 +83,8 @@ func (pl *planner) protectWorkspace() error {
 			return err
 		}
 	}
-	for _, g := range FindRepos(pl.ws) {
+	pl.pr.Repos = FindRepos(pl.ws)
+	for _, g := range pl.pr.Repos {
 		if g == top {
 			continue
 		}
@@ -315,6 +316,12 @@ func (pl *planner) gitDir(d, top string) error {
 			return err
 		}
 	}
+	if err := noLinkAt(filepath.Join(d, "worktrees")); err != nil {
+		return err
+	}
+	if err := noLinkAt(filepath.Join(d, "modules")); err != nil {
+		return err
+	}
 	if wts, err := os.ReadDir(filepath.Join(d, "worktrees")); err == nil {
 		for _, w := range wts {
 			for _, f := range worktreeFiles {
@@ -328,6 +335,15 @@ func (pl *planner) gitDir(d, top string) error {
 		return err
 	}
 	return pl.configFiles(filepath.Join(d, "config"), d)
+}
+
+// noLinkAt refuses a link at p: the directory git lists its worktrees or
+// modules in is read, never what a link there names.
+func noLinkAt(p string) error {
+	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return refuseLink(p)
+	}
+	return nil
 }
 
 // modules protects the submodules' admin directories below dir.
@@ -442,10 +458,14 @@ func gitConfigGet(file, key string) string {
 }
 
 func runGit(args ...string) string {
+	g := hostGit()
+	if g == "" {
+		return ""
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 	defer cancel()
-	c := exec.CommandContext(ctx, "git", args...)
-	c.Env = gitEnv
+	c := exec.CommandContext(ctx, g, args...)
+	c.Dir, c.Env, c.WaitDelay = "/", gitEnv, time.Second
 	out, err := c.Output()
 	if err != nil {
 		return ""

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,6 +117,7 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 		return fail(err)
 	}
 	release() // registered and prepared: ending sessions now leave our mount points alone
+	sess.WatchRepos(spec.Workspace, prep.Repos)
 	code := supervise(bwrap, spec, !direct, px, p.Name, stderr)
 	if code == retryJail {
 		code = supervise(bwrap, spec, !direct, px, p.Name, stderr)
@@ -125,6 +127,9 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	}
 	if px != nil {
 		px.stop()
+	}
+	for _, t := range sess.Tampered() {
+		fmt.Fprintf(stderr, "cco: WARNING: %s was replaced, moved or removed during the session: it is not the file the jail protected (check it before running git or %s there)\n", t, p.Name)
 	}
 	for _, a := range sess.Added() {
 		fmt.Fprintf(stderr, "\ncco: WARNING: this session added a command that runs outside the jail:\n  %s\n  Remove it unless you added it yourself.\n", a)
@@ -300,24 +305,57 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	// serve (the session then ends); the main one learns the jail's pid
 	// and waits, and never waits for it: the launch's own path has no
 	// handoff.
+	//
+	// SIGTERM and SIGHUP end the session: the agent gets the signal, and
+	// bwrap (with the jail) is killed should it still run sessionGrace
+	// later, so that an agent that ignores them cannot hold the session.
 	var failed <-chan error
 	if px != nil {
 		failed = px.failed
 	}
 	child := make(chan int, 1)
 	stop := make(chan struct{})
+	var endedBy atomic.Int32
 	go func() {
 		pid, known := 0, false
+		var pending []syscall.Signal
+		var grace <-chan time.Time
 		for {
+			// The jail's pid is waited for only with a signal to pass
+			// on: a signal while bwrap builds the jail is forwarded
+			// once it is built, and the grace runs meanwhile.
+			var pidC chan int
+			if !known && len(pending) > 0 {
+				pidC = child
+			}
 			select {
-			case s := <-sigs:
-				if !known {
-					// Wait for the jail: its pid comes once built, or
-					// 0 when bwrap gives up.
-					pid, known = <-child, true
-					child <- pid
+			case pid = <-pidC:
+				known = true
+				for _, s := range pending {
+					forward(pid, s)
 				}
-				forward(pid, s.(syscall.Signal))
+				pending = nil
+			case s := <-sigs:
+				sig := s.(syscall.Signal)
+				if !known {
+					select {
+					case pid = <-child:
+						known = true
+					default:
+					}
+				}
+				if known {
+					forward(pid, sig)
+				} else {
+					pending = append(pending, sig)
+				}
+				if (sig == syscall.SIGTERM || sig == syscall.SIGHUP) && grace == nil {
+					endedBy.Store(int32(sig))
+					grace = time.After(sessionGrace)
+				}
+			case <-grace:
+				proc.signal(syscall.SIGKILL)
+				grace = nil
 			case <-failed:
 				proc.signal(syscall.SIGKILL)
 				failed = nil
@@ -345,6 +383,12 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 		fmt.Fprintf(stderr, "cco: waiting for bwrap: %v\n", err)
 		return exitCannotRun
 	}
+	if sig := syscall.Signal(endedBy.Load()); sig != 0 && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		// Killed after the grace: the status is the signal's that ended
+		// the session, as if the agent had obeyed it.
+		fmt.Fprintf(stderr, "cco: %s did not end within %v of %s: the jail was killed\n", name, sessionGrace, unix.SignalName(sig))
+		return 128 + int(sig)
+	}
 	ran := pid != 0 && st.ran()
 	if !ran && !ws.Signaled() && ws.ExitStatus() != 0 && spec.DropVanishedSockets() {
 		return retryJail
@@ -356,6 +400,12 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 // host socket it masks went away meanwhile (bwrap could not make its mount
 // point): the launch builds it once more, without that mask.
 const retryJail = -1
+
+// sessionGrace is how long after SIGTERM or SIGHUP the agent has to end
+// before bwrap, and the jail with it, is killed: the session ends within
+// it, well inside the 5 seconds a service manager or a closed terminal
+// waits.
+const sessionGrace = 3 * time.Second
 
 // process is a child the shadow waits for and signals through a pidfd
 // where the kernel has them: waiting then goes through the runtime's poller,

@@ -233,7 +233,7 @@ func TestNewRepositoryWarning(t *testing.T) {
 	os.Mkdir(fresh, 0o755)
 	os.Chown(fresh, w.u.uid, w.u.gid)
 	r := runCmd(t, w.cmd(root, "codex", fresh, "probe", params(map[string]any{"mode": "gitinit"})))
-	for _, want := range []string{"WARNING", fresh + "/.git/hooks/post-checkout", "fsmonitor = /tmp/evil"} {
+	for _, want := range []string{"WARNING", fresh + "/.git/hooks/post-checkout", `core.fsmonitor="/tmp/evil"`} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("exit %d: stderr lacks %q:\n%s", r.code, want, r.stderr)
 		}

@@ -130,6 +130,8 @@ func main() {
 	case "sleep":
 		os.WriteFile("started-"+p.Tag, []byte(strconv.Itoa(os.Getpid())), 0o644)
 		time.Sleep(time.Hour)
+	case "stubborn", "plant":
+		stubborn(&p)
 	case "signal":
 		ch := make(chan os.Signal, 1)
 		signalNotify(ch)

@@ -1,0 +1,196 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	must(t, os.WriteFile(p, []byte(s), 0o755))
+}
+
+// TestRepoAudit: after a session, each git config, hook or redirect made
+// or changed in any repository of the workspace is reported once, with the
+// keys git itself lists that run programs; what did not change is not.
+func TestRepoAudit(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	ws := base + "/ws"
+	mkdirs(t, ws)
+	git(t, ws, "init", "-q")
+	writeFile(t, ws+"/same/.git/config", "[core]\n\tfsmonitor = /was/there\n")
+	writeFile(t, ws+"/f/.git", "gitdir: ../.git\n")
+	before := snapshotRepos(FindRepos(ws))
+
+	// The session: the top repository's config gains keys in every form
+	// git accepts, some through an include; hooks, a nested repository
+	// with its own hooksPath, a redirected .git file.
+	cfg, err := os.ReadFile(ws + "/.git/config")
+	must(t, err)
+	writeFile(t, ws+"/.git/config", string(cfg)+`[core]
+	fsmonitor = /evil/fsmonitor
+	sshCommand = /evil/ssh
+	editor = /evil/editor
+[alias]
+	x = "!sh -c evil"
+	y = log --oneline
+	z = \
+!continued
+[include]
+	path = extra
+[diff "d.e"] textconv = /evil/textconv
+[diff]
+	external = /evil/diff
+[filter "f"]
+	clean = /evil/clean
+[merge "m"]
+	driver = /evil/merge %A
+[credential]
+	helper = /evil/cred
+[gpg "x509"]
+	program = /evil/x509
+[pager]
+	log = /evil/pager
+[user]
+	name = Somebody
+`)
+	writeFile(t, ws+"/.git/extra", "[gpg] program = /evil/gpg\n[core] pager = /evil/core-pager\n")
+	writeFile(t, ws+"/.git/hooks/post-checkout", "#!/bin/sh\n")
+	writeFile(t, ws+"/.git/hooks/pre-push.sample", "#!/bin/sh\n")
+	writeFile(t, ws+"/sub/.git/config", "[core]\n\thooksPath = myhooks\n")
+	writeFile(t, ws+"/sub/myhooks/pre-commit", "#!/bin/sh\n")
+	writeFile(t, ws+"/plain/.git/config", "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.org/x\n")
+	must(t, os.WriteFile(ws+"/f/.git", []byte("gitdir: /elsewhere\n"), 0o644))
+
+	got := repoWarnings(before, FindRepos(ws))
+	all := strings.Join(got, "\n")
+	find := func(prefix string) string {
+		t.Helper()
+		n, line := 0, ""
+		for _, g := range got {
+			if strings.HasPrefix(g, prefix+":") {
+				n, line = n+1, g
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d warnings for %s, want 1:\n%s", n, prefix, all)
+		}
+		return line
+	}
+	top := find(ws + "/.git/config")
+	for _, k := range []string{`core.fsmonitor="/evil/fsmonitor"`, `core.sshcommand="/evil/ssh"`, `core.editor="/evil/editor"`,
+		`alias.x="!sh -c evil"`, `alias.z="!continued"`, `include.path="extra"`, `diff.d.e.textconv="/evil/textconv"`,
+		`diff.external="/evil/diff"`, `filter.f.clean="/evil/clean"`, `merge.m.driver="/evil/merge %A"`,
+		`credential.helper="/evil/cred"`, `gpg.x509.program="/evil/x509"`, `pager.log="/evil/pager"`,
+		`gpg.program="/evil/gpg"`, `core.pager="/evil/core-pager"`} {
+		if !strings.Contains(top, k) {
+			t.Errorf("the top config's warning lacks %s:\n%s", k, top)
+		}
+	}
+	for _, k := range []string{"alias.y", "user.name", "bare"} {
+		if strings.Contains(top, k) {
+			t.Errorf("the top config's warning names %s, which runs nothing:\n%s", k, top)
+		}
+	}
+	find(ws + "/.git/hooks/post-checkout")
+	find(ws + "/sub/.git/config")
+	find(ws + "/sub/myhooks/pre-commit")
+	if f := find(ws + "/f/.git"); !strings.Contains(f, "/elsewhere") {
+		t.Errorf("the redirect's warning does not say where it points: %s", f)
+	}
+	for _, not := range []string{"pre-push.sample", ws + "/same/", ws + "/plain/", "/.git/extra"} {
+		if strings.Contains(all, not) {
+			t.Errorf("warned about %s:\n%s", not, all)
+		}
+	}
+	if again := repoWarnings(snapshotRepos(FindRepos(ws)), FindRepos(ws)); len(again) != 0 {
+		t.Errorf("nothing changed, yet: %q", again)
+	}
+}
+
+// A planted FIFO, device link or FIFO include in a repository made in the
+// session neither hangs nor floods the audit: each is one warning, within
+// the audit's time bound.
+func TestRepoAuditPlantedFiles(t *testing.T) {
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	before := snapshotRepos(FindRepos(ws))
+	mkdirs(t, ws+"/a/.git", ws+"/b/.git", ws+"/c/.git/hooks")
+	must(t, syscall.Mkfifo(ws+"/a/.git/config", 0o644))
+	must(t, os.Symlink("/dev/zero", ws+"/b/.git/config"))
+	must(t, syscall.Mkfifo(ws+"/c/.git/fifo", 0o644))
+	writeFile(t, ws+"/c/.git/config", "[include]\n\tpath = fifo\n")
+	for i := 0; i < maxRepoWarnings+5; i++ {
+		writeFile(t, ws+"/c/.git/hooks/h"+strings.Repeat("x", i), "")
+	}
+	var got []string
+	start := time.Now()
+	within5s(t, "the audit", func() { got = repoWarnings(before, FindRepos(ws)) })
+	t.Logf("audit took %v", time.Since(start))
+	all := strings.Join(got, "\n")
+	for _, want := range []string{ws + "/a/.git/config: made in this session, and not a regular file",
+		ws + "/b/.git/config: made a link to /dev/zero", ws + "/c/.git/config: a git config changed in this session that git could not list",
+		"more git files were created or changed"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("lacks %q:\n%s", want, all)
+		}
+	}
+	if len(got) != maxRepoWarnings+1 {
+		t.Errorf("%d warnings, want %d", len(got), maxRepoWarnings+1)
+	}
+}
+
+func TestGitRunKey(t *testing.T) {
+	for _, c := range []struct {
+		key, value string
+		want       bool
+	}{
+		{"include.path", "x", true}, {"includeif.gitdir:/x/.path", "y", true}, {"core.fsmonitor", "x", true},
+		{"core.hookspath", "x", true}, {"pager.diff", "x", true}, {"filter.lfs.required", "true", true},
+		{"diff.x.textconv", "x", true}, {"merge.m.driver", "x", true}, {"credential.https://h.helper", "x", true},
+		{"gpg.ssh.program", "x", true}, {"alias.a", " !sh", true}, {"alias.a", "log", false},
+		{"user.name", "x", false}, {"remote.origin.url", "x", false}, {"core.bare", "false", false},
+		{"remote.origin.uploadpack", "x", true}, {"sequence.editor", "x", true}, {"difftool.d.cmd", "x", true},
+	} {
+		if got := gitRunKey(c.key, c.value); got != c.want {
+			t.Errorf("gitRunKey(%q, %q) = %v, want %v", c.key, c.value, got, c.want)
+		}
+	}
+}
+
+// TestTampered: each protected path that names another inode after the
+// session, or is gone, is listed; the others are not.
+func TestTampered(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	home, ws := base+"/home", base+"/ws"
+	mkdirs(t, home, ws+"/.git/hooks", ws+"/.claude")
+	for _, p := range []string{ws + "/.git/config", ws + "/.claude/settings.json"} {
+		writeFile(t, p, "{}")
+	}
+	pr := &Prep{
+		Placeholders: []Placeholder{{Path: ws + "/.git/config.worktree"}},
+		Protected: []string{ws + "/.git", ws + "/.git/config", ws + "/.git/hooks", ws + "/.claude/settings.json",
+			ws + "/.git/config.worktree"},
+	}
+	s, err := Prepare(home, "", pr)
+	must(t, err)
+	defer s.Finish()
+	if got := s.Tampered(); len(got) != 0 {
+		t.Fatalf("nothing changed, yet Tampered() = %v", got)
+	}
+	// Written in place: the same inode. Replaced, removed: not.
+	must(t, os.WriteFile(ws+"/.claude/settings.json", []byte(`{"x":1}`), 0o644))
+	must(t, os.Rename(ws+"/.git/config", ws+"/moved"))
+	writeFile(t, ws+"/.git/config", "[core]\n")
+	must(t, os.Remove(ws+"/.git/hooks"))
+	must(t, os.Remove(ws+"/.git/config.worktree"))
+	got := strings.Join(s.Tampered(), "\n")
+	want := strings.Join([]string{ws + "/.git/config", ws + "/.git/hooks", ws + "/.git/config.worktree"}, "\n")
+	if got != want {
+		t.Errorf("Tampered() =\n%s\nwant\n%s", got, want)
+	}
+}
