@@ -42,8 +42,9 @@ func Applies(uid int) bool { return uid == 0 }
 
 // Trees are the host paths the view maps back to root, from the Spec: the
 // home (its login state is bound from it, and bwrap, being ID, must enter
-// it), the workspace, the read-write binds and the egress socket's
-// directory. A path below another is covered by it.
+// it), the workspace, the read-write binds (with the protected trees: a
+// linked worktree's common directory may lie outside the workspace) and
+// the egress socket's directory. A path below another is covered by it.
 func Trees(s *sandbox.Spec) []string {
 	var cand []string
 	add := func(p string) {
@@ -53,7 +54,7 @@ func Trees(s *sandbox.Spec) []string {
 	}
 	add(s.Home)
 	add(s.Workspace)
-	for _, list := range [][]sandbox.Bind{s.HomeBinds, s.Writable} {
+	for _, list := range [][]sandbox.Bind{s.HomeBinds, s.Writable, s.Trees} {
 		for _, b := range list {
 			if b.Src == "" {
 				continue
