@@ -577,6 +577,9 @@ func diagnose(bwrap string) string {
 	c.Stderr = &out
 	perr := c.Run()
 	msg := strings.TrimSpace(out.String())
+	if perr != nil && inContainer(os.Getenv) {
+		return containerFix(msg)
+	}
 	if perr != nil && (strings.Contains(msg, "uid map") || strings.Contains(msg, "No permissions to create") ||
 		strings.Contains(msg, "new namespace") || strings.Contains(msg, "Permission denied")) {
 		return "user namespaces are blocked here (" + msg + "); on Ubuntu 24.04 AppArmor restricts them: " +
@@ -585,6 +588,30 @@ func diagnose(bwrap string) string {
 			" flags=(unconfined) { userns, }` and run sudo apparmor_parser -r /etc/apparmor.d/bwrap"
 	}
 	return "bwrap failed before the agent started (its message is above); fix that, or report it with the message"
+}
+
+// inContainer reports whether this runs in a container: Docker's and
+// Podman's marker files, or the container variable systemd-nspawn and
+// Podman set.
+func inContainer(getenv func(string) string) bool {
+	for _, f := range []string{"/.dockerenv", "/run/.containerenv"} {
+		if _, err := os.Lstat(f); err == nil {
+			return true
+		}
+	}
+	return getenv("container") != ""
+}
+
+// containerFix is the refusal inside a container whose engine's defaults
+// refuse what bwrap needs (see examples/Dockerfile).
+func containerFix(msg string) string {
+	return "bwrap cannot build the jail inside this container (" + msg + "): the container engine's defaults refuse " +
+		"what it needs: Docker's default seccomp profile blocks unshare(CLONE_NEWUSER), mount and pivot_root, its " +
+		"docker-default AppArmor profile blocks mount, and its masked /proc makes the kernel refuse the jail's own /proc. " +
+		"fix: start the container with --security-opt seccomp=unconfined --security-opt apparmor=unconfined " +
+		"--security-opt systempaths=unconfined (devcontainer.json: \"runArgs\": [\"--security-opt\", \"seccomp=unconfined\", " +
+		"\"--security-opt\", \"apparmor=unconfined\", \"--security-opt\", \"systempaths=unconfined\"]), never --privileged; " +
+		"on an Ubuntu 24.04 host also allow user namespaces on the host itself (sudo cco-install there). See examples/Dockerfile."
 }
 
 // cannotBuild says why the jail cannot be built, and is the launch's status.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +46,28 @@ func TestJailStatus(t *testing.T) {
 		}
 		if got := st.ran(); got != tc.ran {
 			t.Errorf("ran(%q, open %v) = %v, want %v", tc.in, tc.open, got, tc.ran)
+		}
+	}
+}
+
+// Inside a container the refusal names the engine's settings that bwrap
+// needs, and never --privileged as the fix.
+func TestContainerRefusal(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "container" {
+				return v
+			}
+			return ""
+		}
+	}
+	if !inContainer(env("podman")) {
+		t.Error("container=podman is a container")
+	}
+	msg := containerFix("bwrap: No permissions to create new namespace")
+	for _, want := range []string{"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined", "runArgs", "never --privileged", "No permissions to create new namespace", "examples/Dockerfile"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the container refusal lacks %q:\n%s", want, msg)
 		}
 	}
 }
