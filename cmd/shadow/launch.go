@@ -577,15 +577,19 @@ func diagnose(bwrap string) string {
 	c.Stderr = &out
 	perr := c.Run()
 	msg := strings.TrimSpace(out.String())
-	if perr != nil && inContainer(os.Getenv) {
-		return containerFix(msg)
-	}
+	container := perr != nil && inContainer(os.Getenv)
 	if perr != nil && (strings.Contains(msg, "uid map") || strings.Contains(msg, "No permissions to create") ||
 		strings.Contains(msg, "new namespace") || strings.Contains(msg, "Permission denied")) {
+		if container {
+			return "user namespaces are blocked here. " + containerFix(msg)
+		}
 		return "user namespaces are blocked here (" + msg + "); on Ubuntu 24.04 AppArmor restricts them: " +
 			"fix: sudo cco-install (it installs an AppArmor profile for " + bwrap + " that allows userns), or by hand: " +
 			"write /etc/apparmor.d/bwrap with `abi <abi/4.0>, include <tunables/global> profile bwrap " + bwrap +
 			" flags=(unconfined) { userns, }` and run sudo apparmor_parser -r /etc/apparmor.d/bwrap"
+	}
+	if container {
+		return containerFix(msg)
 	}
 	return "bwrap failed before the agent started (its message is above); fix that, or report it with the message"
 }
@@ -611,7 +615,9 @@ func containerFix(msg string) string {
 		"fix: start the container with --security-opt seccomp=unconfined --security-opt apparmor=unconfined " +
 		"--security-opt systempaths=unconfined (devcontainer.json: \"runArgs\": [\"--security-opt\", \"seccomp=unconfined\", " +
 		"\"--security-opt\", \"apparmor=unconfined\", \"--security-opt\", \"systempaths=unconfined\"]), never --privileged; " +
-		"on an Ubuntu 24.04 host also allow user namespaces on the host itself (sudo cco-install there). See examples/Dockerfile."
+		"on an Ubuntu 24.04 host, AppArmor restricts user namespaces on the host itself: there, sudo cco-install " +
+		"(it installs an AppArmor profile for bwrap that allows userns), or sudo apparmor_parser -r /etc/apparmor.d/bwrap. " +
+		"See examples/Dockerfile."
 }
 
 // cannotBuild says why the jail cannot be built, and is the launch's status.
