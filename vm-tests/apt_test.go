@@ -128,7 +128,7 @@ func TestAptRepositoryInstallUpgrade(t *testing.T) {
 		if l, err := os.Readlink(filepath.Join(m.Root, link)); err != nil || l != "/usr/lib/systemd/system/cco-upgrade.timer" {
 			t.Errorf("%s: %q %v", link, l, err)
 		}
-		must(t, m, Root, "/", nil, "cco-install", "status", "--verify")
+		must(t, m, Root, "/", offline, "cco-install", "status", "--verify")
 		if err := os.WriteFile(filepath.Join(m.Root, "/etc/cco/install.toml"), []byte("auto_upgrade = false\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
