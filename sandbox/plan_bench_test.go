@@ -11,7 +11,11 @@ import (
 // launch in a repository that lacks the names git follows but does not
 // make (placeholders each launch).
 func BenchmarkPlanPrepareFinish(b *testing.B) {
-	b.Run("quiet", func(b *testing.B) { benchPlan(b, newFixture(b)) })
+	b.Run("quiet", func(b *testing.B) {
+		f := newFixture(b)
+		must(b, os.WriteFile(f.ws+"/.claude/settings.local.json", []byte("{}"), 0o600))
+		benchPlan(b, f)
+	})
 	b.Run("placeholders", func(b *testing.B) {
 		f := newFixture(b)
 		os.Remove(f.ws + "/.git/commondir")
