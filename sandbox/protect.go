@@ -225,55 +225,14 @@ func (pl *planner) repo(g string) error {
 			return err
 		}
 		pl.tree(admin)
-		return pl.guardAll(admin, worktreeFiles, common)
-	}
-	return pl.gitDir(admin, admin)
-}
-
-// guardAll protects files in the git directory dir, whose repository's
-// common directory is common. A missing config.worktree is left alone
-// unless the repository reads it: git does only with
-// extensions.worktreeConfig, which lives in the common config, read-only in
-// the jail. That spares most launches a placeholder.
-func (pl *planner) guardAll(dir string, files []guarded, common string) error {
-	wt := -1
-	for _, f := range files {
-		p := filepath.Join(dir, f.rel)
-		if f.rel == "config.worktree" {
-			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-				if wt < 0 {
-					wt = boolInt(worktreeConfigOn(common))
-				}
-				if wt == 0 {
-					continue
-				}
+		for _, f := range worktreeFiles {
+			if err := pl.readOnly(filepath.Join(admin, f.rel), f); err != nil {
+				return err
 			}
 		}
-		if err := pl.readOnly(p, f); err != nil {
-			return err
-		}
+		return nil
 	}
-	return nil
-}
-
-// worktreeConfigOn reports whether git may read config.worktree for the
-// repository whose common directory is common: its config enables
-// extensions.worktreeConfig, or includes a file that might. A config that
-// cannot be read counts as on.
-func worktreeConfigOn(common string) bool {
-	b, err := ReadCapped(filepath.Join(common, "config"))
-	if err != nil {
-		return true
-	}
-	low := bytes.ToLower(b)
-	return bytes.Contains(low, []byte("worktreeconfig")) || bytes.Contains(low, []byte("include"))
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return pl.gitDir(admin, admin)
 }
 
 // adminDir reads a .git file ("gitdir: <path>") and checks that the
@@ -352,8 +311,10 @@ func (pl *planner) gitDir(d, top string) error {
 		return err
 	}
 	pl.tree(d)
-	if err := pl.guardAll(d, commonFiles, d); err != nil {
-		return err
+	for _, f := range commonFiles {
+		if err := pl.readOnly(filepath.Join(d, f.rel), f); err != nil {
+			return err
+		}
 	}
 	if err := noLinkAt(filepath.Join(d, "worktrees")); err != nil {
 		return err
@@ -363,8 +324,10 @@ func (pl *planner) gitDir(d, top string) error {
 	}
 	if wts, err := os.ReadDir(filepath.Join(d, "worktrees")); err == nil {
 		for _, w := range wts {
-			if err := pl.guardAll(filepath.Join(d, "worktrees", w.Name()), worktreeFiles, d); err != nil {
-				return err
+			for _, f := range worktreeFiles {
+				if err := pl.readOnly(filepath.Join(d, "worktrees", w.Name(), f.rel), f); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -407,8 +370,10 @@ func (pl *planner) modules(dir string, depth int) error {
 			}
 			continue
 		}
-		if err := pl.guardAll(m, commonFiles, m); err != nil {
-			return err
+		for _, f := range commonFiles {
+			if err := pl.readOnly(filepath.Join(m, f.rel), f); err != nil {
+				return err
+			}
 		}
 		if err := pl.modules(filepath.Join(m, "modules"), depth+1); err != nil {
 			return err

@@ -182,21 +182,3 @@ func TestDropVanishedSockets(t *testing.T) {
 		t.Error("dropped again with nothing gone")
 	}
 }
-
-// A missing config.worktree gets a placeholder only where git would read
-// one: with extensions.worktreeConfig in the (read-only) config.
-func TestConfigWorktreeOnlyWhenRead(t *testing.T) {
-	f := newFixture(t)
-	must(t, os.Remove(f.ws+"/.git/config.worktree"))
-	must(t, os.WriteFile(f.ws+"/.git/config", []byte("[core]\n\tbare = false\n"), 0o600))
-	_, pr, _ := planIn(t, f, f.ws)
-	ph := Placeholder{Path: f.ws + "/.git/config.worktree"}
-	if slices.Contains(pr.Placeholders, ph) {
-		t.Errorf("a placeholder for a config.worktree git never reads: %v", pr.Placeholders)
-	}
-	must(t, os.WriteFile(f.ws+"/.git/config", []byte("[extensions]\n\tworktreeConfig = true\n"), 0o600))
-	_, pr, _ = planIn(t, f, f.ws)
-	if !slices.Contains(pr.Placeholders, ph) {
-		t.Errorf("no placeholder for the config.worktree git reads: %v", pr.Placeholders)
-	}
-}
