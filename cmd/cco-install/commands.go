@@ -84,6 +84,9 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 			reported[p.Path] = true
 		}
 	}
+	if f := upgradeFinding(v.Root); f != nil {
+		rep.AddFinding(*f)
+	}
 	for _, p := range cfg.Problems {
 		rep.AddFinding(provision.Finding{ID: "config", Path: ConfigPath, Detail: p.Message, Fix: "fix the key: every install run refuses the file until then"})
 	}

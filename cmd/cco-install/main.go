@@ -455,6 +455,9 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 				return provision.ExitFailed, errors.New("stopped: the uninstall was not confirmed (pass --yes to skip the question)")
 			}
 		}
+		if !o.dryRun {
+			root.Remove(lastUpgradePath) // not in the receipt: it goes first, so its directory can
+		}
 		return writeReport(provision.Uninstall(run), o, sio.out)
 	}
 	steps, err := buildPlan(run.ReadOnly(), cfg, o)
@@ -467,7 +470,11 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 		}
 	}
 	run.AfterStep = afterStep
-	return writeReport(provision.Execute(run, steps), o, sio.out)
+	rep := provision.Execute(run, steps)
+	if len(o.upgrade) > 0 && !o.dryRun {
+		recordUpgrade(root, o.upgrade, rep)
+	}
+	return writeReport(rep, o, sio.out)
 }
 
 // isImage decides image mode from the flag, the key and the target's markers.
