@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/egress"
 )
@@ -24,13 +25,9 @@ import (
 // with no network (what egress = "off" costs without a terminal).
 func BenchmarkLaunch(b *testing.B) {
 	root := systemRoot(b)
-	base, err := os.MkdirTemp("", "cco-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	// A cleanup, not a defer: it must run after the sessions' Finish,
-	// which the cleanups below register later and so run first.
-	b.Cleanup(func() { os.RemoveAll(base) })
+	// Outside /tmp (refused as a workspace); WorkDir's cleanup runs after
+	// the sessions' Finish, which the cleanups below register later.
+	base := testenv.WorkDir(b)
 	home, ws := filepath.Join(base, "home"), filepath.Join(base, "ws")
 	for _, d := range []string{home + "/.claude", ws + "/.git/hooks"} {
 		os.MkdirAll(d, 0o755)

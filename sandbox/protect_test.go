@@ -1,0 +1,177 @@
+package sandbox
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cco-dev/cco/agent"
+)
+
+func git(t testing.TB, dir string, args ...string) {
+	t.Helper()
+	c := exec.Command("git", append([]string{"-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"}, args...)...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x", "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+func planIn(t *testing.T, f *fixture, cwd string) (*Spec, *Prep, *argvCheck) {
+	t.Helper()
+	p, _ := agent.Lookup("codex")
+	s, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, User: "ada", Cwd: cwd, Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.DataFD = 6
+	return s, pr, &argvCheck{t: t, argv: resolvedArgv(t, s)}
+}
+
+// A linked worktree (.git is a file): the admin directory and the common
+// directory outside the workspace are bound read-write, as mount points,
+// with the files git follows read-only; the .git file itself is read-only.
+func TestProtectLinkedWorktree(t *testing.T) {
+	f := newFixture(t)
+	main := filepath.Join(filepath.Dir(f.ws), "main")
+	must(t, os.MkdirAll(main, 0o755))
+	git(t, main, "init", "-q")
+	git(t, main, "commit", "-q", "--allow-empty", "-m", "x")
+	wt := filepath.Join(filepath.Dir(f.ws), "wt")
+	git(t, main, "worktree", "add", "-q", wt)
+	_, pr, c := planIn(t, f, wt)
+	admin := main + "/.git/worktrees/wt"
+	c.order(m("--bind", wt, wt), m("--bind", main+"/.git", main+"/.git"), m("--bind", admin, admin),
+		m("--ro-bind", wt+"/.git", wt+"/.git"), m("--ro-bind", main+"/.git/config", main+"/.git/config"),
+		m("--ro-bind", main+"/.git/hooks", main+"/.git/hooks"),
+		m("--ro-bind", admin+"/commondir", admin+"/commondir"), m("--ro-bind", admin+"/gitdir", admin+"/gitdir"))
+	for _, p := range []string{main + "/.git", admin, wt + "/.git", main + "/.git/config"} {
+		if !slices.Contains(pr.Protected, p) {
+			t.Errorf("Protected lacks %s: %v", p, pr.Protected)
+		}
+	}
+	// The main repository's missing commondir gets a placeholder holding ".".
+	if !slices.Contains(pr.Placeholders, Placeholder{Path: main + "/.git/commondir", Data: ".\n"}) {
+		t.Errorf("placeholders %v lack %s/.git/commondir", pr.Placeholders, main)
+	}
+}
+
+// A submodule checkout: its admin directory in the superproject's
+// .git/modules is protected like a common directory.
+func TestProtectSubmoduleCheckout(t *testing.T) {
+	f := newFixture(t)
+	lib := filepath.Join(filepath.Dir(f.ws), "lib")
+	must(t, os.MkdirAll(lib, 0o755))
+	git(t, lib, "init", "-q")
+	git(t, lib, "commit", "-q", "--allow-empty", "-m", "lib")
+	sup := filepath.Join(filepath.Dir(f.ws), "super")
+	must(t, os.MkdirAll(sup, 0o755))
+	git(t, sup, "init", "-q")
+	git(t, sup, "submodule", "-q", "add", lib, "lib")
+	sub := sup + "/lib"
+	_, _, c := planIn(t, f, sub)
+	admin := sup + "/.git/modules/lib"
+	c.order(m("--bind", sub, sub), m("--bind", admin, admin), m("--ro-bind", sub+"/.git", sub+"/.git"),
+		m("--ro-bind", admin+"/config", admin+"/config"), m("--ro-bind", admin+"/hooks", admin+"/hooks"))
+	// From the superproject, the module's admin directory is protected too.
+	_, _, c = planIn(t, f, sup)
+	c.has("--ro-bind", admin+"/config", admin+"/config")
+	c.has("--ro-bind", admin+"/hooks", admin+"/hooks")
+}
+
+// A .git file planted in a session, naming a directory outside the
+// workspace that does not name it back, refuses the next launch.
+func TestPlantedGitFileRefused(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.MkdirAll(f.ws+"/sub", 0o755))
+	must(t, os.WriteFile(f.ws+"/sub/.git", []byte("gitdir: "+f.home+"/.ssh\n"), 0o644))
+	p, _ := agent.Lookup("claude")
+	_, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
+	if err == nil || !strings.Contains(err.Error(), f.ws+"/sub/.git") || !strings.Contains(err.Error(), "fix") {
+		t.Errorf("a planted .git file: %v", err)
+	}
+}
+
+// core.hooksPath and included config files inside the workspace are
+// read-only; git itself tells where they are.
+func TestProtectHooksPathAndIncludes(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.RemoveAll(f.ws+"/.git"))
+	git(t, f.ws, "init", "-q")
+	git(t, f.ws, "config", "core.hooksPath", "tools/hooks")
+	git(t, f.ws, "config", "include.path", "../shared.gitconfig")
+	must(t, os.MkdirAll(f.ws+"/tools/hooks", 0o755))
+	_, pr, c := planIn(t, f, f.ws)
+	c.has("--ro-bind", f.ws+"/tools/hooks", f.ws+"/tools/hooks")
+	// The included file does not exist yet: a placeholder keeps it so.
+	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.ws + "/shared.gitconfig"}) {
+		t.Errorf("placeholders %v lack the included file", pr.Placeholders)
+	}
+}
+
+// A nested repository that exists at launch is protected like the top one.
+func TestProtectNestedRepository(t *testing.T) {
+	f := newFixture(t)
+	n := f.ws + "/vendor/dep"
+	must(t, os.MkdirAll(n, 0o755))
+	git(t, n, "init", "-q")
+	_, _, c := planIn(t, f, f.ws)
+	c.order(m("--bind", n+"/.git", n+"/.git"), m("--ro-bind", n+"/.git/config", n+"/.git/config"), m("--ro-bind", n+"/.git/hooks", n+"/.git/hooks"))
+}
+
+func TestSocketPath(t *testing.T) {
+	for line, want := range map[string]string{
+		"0000000000000000: 00000002 00000000 00010000 0001 01 12345 /run/x.sock":        "/run/x.sock",
+		"0000000000000000: 00000002 00000000 00010000 0001 01 12345 /srv/a b/c.sock":    "/srv/a b/c.sock",
+		"0000000000000000: 00000002 00000000 00010000 0001 01 12345 @abstract":          "",
+		"0000000000000000: 00000002 00000000 00010000 0001 01 12345 relative.sock":      "",
+		"0000000000000000: 00000003 00000000 00000000 0001 03 12346":                    "",
+		"0000000000000000: 00000002 00000000 00010000 0001 01 12345 /var/lib/x//y.sock": "/var/lib/x/y.sock",
+	} {
+		if got := socketPath([]byte(line)); got != want {
+			t.Errorf("socketPath(%q) = %q, want %q", line, got, want)
+		}
+	}
+}
+
+// A host socket the jail would see is masked; one under a private tmpfs or
+// the home's tmpfs costs nothing.
+func TestSocketMasks(t *testing.T) {
+	f := newFixture(t)
+	visible := filepath.Join(filepath.Dir(f.ws), "app.sock")
+	inWS := f.ws + "/dev.sock"
+	inHome := f.home + "/.x.sock"
+	var lines []string
+	for _, p := range []string{visible, inWS, inHome, "/tmp/hidden.sock"} {
+		if strings.HasPrefix(p, "/tmp") {
+			lines = append(lines, "0: 00000002 00000000 00010000 0001 01 1 "+p)
+			continue
+		}
+		mkSock(t, p)
+		lines = append(lines, "0: 00000002 00000000 00010000 0001 01 1 "+p)
+	}
+	list := filepath.Join(f.rt, "unix")
+	must(t, os.WriteFile(list, []byte("Num RefCount Protocol Flags Type St Inode Path\n"+strings.Join(lines, "\n")+"\n"), 0o600))
+	old := procNetUnix
+	procNetUnix = list
+	defer func() { procNetUnix = old }()
+	_, _, c := planIn(t, f, f.ws)
+	c.has("--ro-bind", "/dev/null", visible)
+	c.has("--ro-bind", "/dev/null", inWS)
+	c.lacks("--ro-bind", "/dev/null", inHome)
+	c.lacks("--ro-bind", "/dev/null", "/tmp/hidden.sock")
+}
+
+func mkSock(t testing.TB, p string) {
+	t.Helper()
+	fd, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fd.Close(); os.Remove(p) })
+}
