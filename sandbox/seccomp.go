@@ -58,9 +58,9 @@ var modeCalls = []modeCall{
 
 // nosysCalls fail with ENOSYS, the answer of a kernel without them, so that
 // callers fall back. openat2 keeps its mode in a struct the filter cannot
-// read (libc and Go fall back to openat, whose mode it can); io_uring's
-// operations (openat, mkdirat, fchmod-like setattr) never pass through
-// seccomp at all.
+// read (its callers take ENOSYS for an old kernel and use openat, whose
+// mode it can); io_uring's operations (openat, mkdirat and more) never
+// pass through seccomp at all.
 var nosysCalls = []string{"openat2", "io_uring_setup", "io_uring_enter", "io_uring_register"}
 
 type seccompArch struct {
