@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,18 +137,9 @@ func (pl *planner) tree(d string) {
 	pl.seen[d] = true
 	pl.s.Trees = append(pl.s.Trees, Bind{Src: d, Dst: d})
 	pl.pr.Protected = append(pl.pr.Protected, d)
-	if !under(d, pl.hostBound) && !slicesContains(pl.hostBound, d) {
+	if !under(d, pl.hostBound) && !slices.Contains(pl.hostBound, d) {
 		pl.hostBound = append(pl.hostBound, d)
 	}
-}
-
-func slicesContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // readOnly re-binds p read-only, or, when it is missing but its directory
@@ -172,7 +164,7 @@ func (pl *planner) readOnly(p string, g guarded) error {
 	}
 	parent := filepath.Dir(p)
 	pfi, err := os.Lstat(parent)
-	exists := err == nil && pfi.IsDir() || slicesContains(pl.willExist, parent)
+	exists := err == nil && pfi.IsDir() || slices.Contains(pl.willExist, parent)
 	if !exists || !pl.writable(p) {
 		return nil
 	}
@@ -428,7 +420,7 @@ func (pl *planner) configFiles(cfg, gitdir string) error {
 
 // protectIfWritable re-binds p read-only when the jail could change it.
 func (pl *planner) protectIfWritable(p string, g guarded) error {
-	if !pl.writable(p) && !slicesContains(pl.hostBound, p) {
+	if !pl.writable(p) && !slices.Contains(pl.hostBound, p) {
 		return nil
 	}
 	return pl.readOnly(p, g)
