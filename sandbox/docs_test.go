@@ -5,6 +5,7 @@ package sandbox_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,4 +35,36 @@ func TestDocsSandboxKeys(t *testing.T) {
 func TestDocsJailJSON(t *testing.T) {
 	docscheck.TableOf(t, "docs/reference/json.md", "Jail marker").Check(t, "field", "field", docscheck.JSONFields(reflect.TypeOf(sandbox.Marker{})))
 	docscheck.TableOf(t, "docs/reference/json.md", "Egress audit log").Check(t, "field", "field", docscheck.JSONFields(reflect.TypeOf(egress.Entry{})))
+}
+
+// TestDocsShippedAllowlists: the reference's rows are the shipped lists,
+// split into each agent's own names and the names both share.
+func TestDocsShippedAllowlists(t *testing.T) {
+	tb := docscheck.TableOf(t, "docs/reference/egress.md", "Shipped allowlists")
+	ac, nc := tb.Col(t, "agent"), tb.Col(t, "names")
+	claude, codex := egress.DefaultAllow("claude"), egress.DefaultAllow("codex")
+	want := map[string][]string{}
+	for _, n := range claude {
+		if slices.Contains(codex, n) {
+			want["both"] = append(want["both"], n)
+		} else {
+			want["claude"] = append(want["claude"], n)
+		}
+	}
+	for _, n := range codex {
+		if !slices.Contains(claude, n) {
+			want["codex"] = append(want["codex"], n)
+		}
+	}
+	for _, r := range tb.Rows {
+		agent := r[ac].Text
+		sub := &docscheck.Table{Doc: tb.Doc, Heading: tb.Heading + ", row " + agent}
+		if msg := docscheck.Diff(sub, "name", r[nc].Code, want[agent]); msg != "" {
+			t.Error(msg)
+		}
+		delete(want, agent)
+	}
+	for agent := range want {
+		t.Errorf("%s, table under %q: add a row for %s", tb.Doc, tb.Heading, agent)
+	}
 }

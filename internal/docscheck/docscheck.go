@@ -44,10 +44,12 @@ type Table struct {
 	Rows    [][]Cell
 }
 
-// Cell is one table cell: its plain text and the code spans in it.
+// Cell is one table cell: its plain text, and the code spans and link
+// targets in it.
 type Cell struct {
-	Text string
-	Code []string
+	Text  string
+	Code  []string
+	Links []string
 }
 
 // Link is a link or image target as written, with the line it is on.
@@ -115,9 +117,15 @@ func table(path, heading string, n *east.Table, src []byte) *Table {
 		for c := row.FirstChild(); c != nil; c = c.NextSibling() {
 			cell := Cell{Text: plain(c, src)}
 			ast.Walk(c, func(m ast.Node, entering bool) (ast.WalkStatus, error) {
-				if cs, ok := m.(*ast.CodeSpan); ok && entering {
-					cell.Code = append(cell.Code, plain(cs, src))
+				if !entering {
+					return ast.WalkContinue, nil
+				}
+				switch m := m.(type) {
+				case *ast.CodeSpan:
+					cell.Code = append(cell.Code, plain(m, src))
 					return ast.WalkSkipChildren, nil
+				case *ast.Link:
+					cell.Links = append(cell.Links, string(m.Destination))
 				}
 				return ast.WalkContinue, nil
 			})
