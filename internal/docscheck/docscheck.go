@@ -24,6 +24,8 @@ import (
 	"github.com/yuin/goldmark/extension"
 	east "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/text"
+
+	"github.com/cco-dev/cco/internal/jailtest"
 )
 
 // Doc is one markdown file: its tables, its links and its heading anchors.
@@ -266,24 +268,8 @@ func Diff(t *Table, what string, doc, code []string) string {
 	return fmt.Sprintf("%s, table under %q:\n  %s", t.Doc, t.Heading, strings.Join(msg, "\n  "))
 }
 
-// Repo is the checkout's top directory: the nearest parent of the working
-// directory that holds go.mod.
-func Repo() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = up
-	}
-}
+// Repo is the checkout's top directory: the one holding go.mod.
+func Repo() (string, error) { return jailtest.ModuleRoot() }
 
 // TableOf is the table under heading in the file rel (a path from the
 // checkout's top); it ends the test when there is none.
