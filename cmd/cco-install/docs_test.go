@@ -137,17 +137,18 @@ func TestDocsInstallKeys(t *testing.T) {
 		t.Error(msg)
 	}
 	for _, k := range keys {
-		r, ok := rows[k.name]
-		if !ok {
-			continue
-		}
 		env := "CCO_" + strings.ToUpper(strings.ReplaceAll(k.name, ".", "_"))
-		if r[vc].Text != env {
-			t.Errorf("%s, row %s: the variable cell should be `%s` (it says %q)", tb.Doc, k.name, env, r[vc].Text)
-		}
 		flag := ""
 		if k.flag != "" {
 			flag = "--" + k.flag
+		}
+		r, ok := rows[k.name]
+		if !ok {
+			t.Errorf("%s: the row for %s would be\n| `%s` | `%s` | %s | `%s` | %s |", tb.Doc, k.name, k.name, env, codeSpan(flag), tomlValue(t, k.def), k.doc)
+			continue
+		}
+		if r[vc].Text != env {
+			t.Errorf("%s, row %s: the variable cell should be `%s` (it says %q)", tb.Doc, k.name, env, r[vc].Text)
 		}
 		if r[fc].Text != flag {
 			t.Errorf("%s, row %s: the flag cell should be %q (it says %q)", tb.Doc, k.name, flag, r[fc].Text)
@@ -156,6 +157,14 @@ func TestDocsInstallKeys(t *testing.T) {
 			t.Errorf("%s, row %s: the default cell should show `%s`, the code's default (it says %q)", tb.Doc, k.name, def, r[dc].Text)
 		}
 	}
+}
+
+// codeSpan is s as a code span, or nothing when s is empty.
+func codeSpan(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "`" + s + "`"
 }
 
 // tomlValue is a default as install.toml writes it.

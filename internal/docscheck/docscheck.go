@@ -3,9 +3,9 @@
 // codes, and the relative links between the pages.
 //
 // A reference table is the documentation's copy of a fact the code owns. A
-// test beside the code loads the table with Load and Doc.Table and compares
-// it with the code with CheckSet. The failure names the row to add or remove,
-// so a new key or flag cannot go undocumented.
+// test beside the code finds the table with TableOf and compares a column
+// with the code's names with Table.Check. The failure names the row to add
+// or remove, so a new key or flag cannot go undocumented.
 package docscheck
 
 import (
@@ -61,15 +61,6 @@ type Link struct {
 }
 
 var md = goldmark.New(goldmark.WithExtensions(extension.Table))
-
-// Load parses the markdown file at path.
-func Load(path string) (*Doc, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(path, src), nil
-}
 
 // LoadRepo parses the file at rel, a path from the checkout's top, and names
 // it by rel in messages.

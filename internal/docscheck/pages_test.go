@@ -2,6 +2,7 @@ package docscheck
 
 import (
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,12 +30,7 @@ var expectedElsewhere = []string{
 // checkout's top.
 func pages(t *testing.T, repo string) []string {
 	t.Helper()
-	out := []string{"README.md"}
-	for _, top := range []string{"CONTRIBUTING.md"} {
-		if _, err := os.Stat(filepath.Join(repo, top)); err == nil {
-			out = append(out, top)
-		}
-	}
+	out := []string{"README.md", "CONTRIBUTING.md"}
 	err := filepath.WalkDir(filepath.Join(repo, "docs"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -121,7 +117,7 @@ func TestADRIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := map[string]string{}
+	status, title := map[string]string{}, map[string]string{}
 	var code []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -130,6 +126,7 @@ func TestADRIndex(t *testing.T) {
 		}
 		name := filepath.Base(f)
 		code = append(code, name)
+		title[name], _, _ = strings.Cut(string(b), "\n")
 		if m := statusLine.FindSubmatch(b); m != nil {
 			status[name] = strings.Join(strings.Fields(string(m[1])), " ")
 		} else {
@@ -151,7 +148,16 @@ func TestADRIndex(t *testing.T) {
 	if msg := Diff(tb, "ADR", doc, code); msg != "" {
 		t.Error(msg)
 	}
+	for _, name := range code {
+		if !slices.Contains(doc, name) {
+			num, _, _ := strings.Cut(name, "-")
+			t.Errorf("docs/adr/README.md: the row for %s would be\n| [%s](%s) | %s | %s |", name, num, name, adrTitle.ReplaceAllString(title[name], ""), status[name])
+		}
+	}
 }
+
+// adrTitle is the part of an ADR's first line before its title.
+var adrTitle = regexp.MustCompile(`^# *(0*[0-9]+[.:] *)?`)
 
 // TestAnsibleVariables: the reference lists every variable of the role's
 // defaults.
@@ -168,9 +174,5 @@ func TestAnsibleVariables(t *testing.T) {
 	if err := yaml.Unmarshal(b, &vars); err != nil {
 		t.Fatal(err)
 	}
-	var code []string
-	for k := range vars {
-		code = append(code, k)
-	}
-	TableOf(t, "docs/reference/ansible.md", "Role variables").Check(t, "variable", "variable", code)
+	TableOf(t, "docs/reference/ansible.md", "Role variables").Check(t, "variable", "variable", slices.Sorted(maps.Keys(vars)))
 }
