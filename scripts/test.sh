@@ -30,6 +30,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 go vet ./...
+# staticcheck and goimports, at the versions tools/go.mod pins.
+./scripts/lint.sh
 # Tests that need bwrap or root fail instead of skipping when this is set:
 # a skipped sandbox test must never pass for a tested one.
 export CCO_REQUIRE_BWRAP=1
