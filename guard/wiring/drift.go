@@ -1,18 +1,19 @@
 package wiring
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/cco-dev/cco/guard"
+	"io"
 	"io/fs"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/rcfile"
 )
 
 // Finding is one thing `cco-install status` reports as drifted.
@@ -25,10 +26,6 @@ type Finding struct {
 // aheadDirs are system directories that come before guard.ShadowDir on Debian's
 // and most distributions' default PATH.
 var aheadDirs = []string{"/usr/local/sbin"}
-
-// rcFiles are the shell start-up files in which the vendors' installers
-// prepend ~/.local/bin to PATH.
-var rcFiles = []string{".profile", ".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".zshenv", ".config/fish/config.fish"}
 
 // Drift finds what changed under cco since it installed the guard: a guard
 // script missing, edited or loosened; a policy file cco wrote that is now
@@ -161,41 +158,22 @@ func pathDrift(root *provision.Root, u *provision.User) []Finding {
 // nothing there is followed through a symlink.
 func prependingRC(root *provision.Root, home string) []string {
 	var out []string
-	for _, rel := range rcFiles {
-		p := path.Join(home, rel)
-		f, err := root.OpenNoFollow(p)
+	for _, rel := range rcfile.Files {
+		f, err := root.OpenNoFollow(path.Join(home, rel))
 		if err != nil {
 			continue
 		}
-		sc := bufio.NewScanner(f)
-		for n := 1; sc.Scan(); n++ {
-			if prependsLocalBin(sc.Text()) {
-				out = append(out, fmt.Sprintf("~/%s line %d", filepath.ToSlash(rel), n))
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		for _, blk := range rcfile.Find(b) {
+			if blk.Line > 0 {
+				out = append(out, fmt.Sprintf("~/%s line %d", filepath.ToSlash(rel), blk.Line))
 				break
 			}
 		}
-		f.Close()
 	}
 	return out
-}
-
-func prependsLocalBin(line string) bool {
-	l := strings.TrimSpace(line)
-	if strings.HasPrefix(l, "#") || !strings.Contains(l, ".local/bin") {
-		return false
-	}
-	if strings.Contains(l, "fish_add_path") {
-		return !strings.Contains(l, "--append") && !strings.Contains(l, "-a ")
-	}
-	i := strings.Index(l, "PATH=")
-	if i < 0 {
-		return false
-	}
-	v := strings.Trim(l[i+len("PATH="):], `"'`)
-	lb := strings.Index(v, ".local/bin")
-	pv := strings.Index(v, "$PATH")
-	if pv < 0 {
-		pv = strings.Index(v, "${PATH}")
-	}
-	return pv < 0 || lb < pv
 }
