@@ -16,13 +16,6 @@ import (
 	"github.com/cco-dev/cco/rcfile"
 )
 
-// Finding is one thing `cco-install status` reports as drifted.
-type Finding struct {
-	Path    string
-	Message string
-	Fix     string
-}
-
 // aheadDirs are system directories that come before guard.ShadowDir on Debian's
 // and most distributions' default PATH.
 var aheadDirs = []string{"/usr/local/sbin"}
@@ -31,8 +24,8 @@ var aheadDirs = []string{"/usr/local/sbin"}
 // script missing, edited or loosened; a policy file cco wrote that is now
 // removed or edited; and, for each of users, a vendor-made claude or codex
 // that runs ahead of the shadow on PATH.
-func Drift(root *provision.Root, rc *provision.Receipt, users []*provision.User) []Finding {
-	var out []Finding
+func Drift(root *provision.Root, rc *provision.Receipt, users []*provision.User) []provision.Finding {
+	var out []provision.Finding
 	for _, hook := range []string{guard.HookSessionStart, guard.HookPromptGate} {
 		out = append(out, scriptDrift(root, rc, hook)...)
 	}
@@ -43,7 +36,13 @@ func Drift(root *provision.Root, rc *provision.Receipt, users []*provision.User)
 	return out
 }
 
-func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []Finding {
+// finding is one of the guard's drift findings: status lists them under
+// the id "guard".
+func finding(path, detail, fix string) provision.Finding {
+	return provision.Finding{ID: "guard", Path: path, Detail: detail, Fix: fix}
+}
+
+func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []provision.Finding {
 	p := guard.ScriptPath(hook)
 	// The owner cco gave it: root's, or the invoker's for an unprivileged
 	// staging under --root. A status run by a user must not expect its own.
@@ -56,24 +55,24 @@ func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []Fin
 	fix := "run `sudo cco-install` (with --force if the script was edited)"
 	fi, err := root.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return []Finding{{p, "the guard script is missing, so every " + hookUse(hook) + " fails closed", fix}}
+		return []provision.Finding{finding(p, "the guard script is missing, so every "+hookUse(hook)+" fails closed", fix)}
 	}
 	if err != nil {
-		return []Finding{{p, err.Error(), fix}}
+		return []provision.Finding{finding(p, err.Error(), fix)}
 	}
 	if !fi.Mode().IsRegular() {
-		return []Finding{{p, "the guard script is replaced by " + provision.DescribeForeign(&provision.Run{Root: root}, p, fi), fix}}
+		return []provision.Finding{finding(p, "the guard script is replaced by "+provision.DescribeForeign(&provision.Run{Root: root}, p, fi), fix)}
 	}
-	var out []Finding
+	var out []provision.Finding
 	if b, err := root.ReadFile(p); err != nil {
-		out = append(out, Finding{p, err.Error(), fix})
+		out = append(out, finding(p, err.Error(), fix))
 	} else if !bytes.Equal(b, guard.Script(hook)) {
-		out = append(out, Finding{p, "the guard script was changed since cco installed it", fix})
+		out = append(out, finding(p, "the guard script was changed since cco installed it", fix))
 	}
 	uid, _ := guard.Owner(fi)
 	if fi.Mode().Perm() != 0o755 || uid != wantUID {
-		out = append(out, Finding{p, fmt.Sprintf("the guard script has mode %04o and owner uid %d, not 0755 and uid %d", fi.Mode().Perm(), uid, wantUID),
-			fmt.Sprintf("chown %d %s && chmod 0755 %s", wantUID, p, p)})
+		out = append(out, finding(p, fmt.Sprintf("the guard script has mode %04o and owner uid %d, not 0755 and uid %d", fi.Mode().Perm(), uid, wantUID),
+			fmt.Sprintf("chown %d %s && chmod 0755 %s", wantUID, p, p)))
 	}
 	return out
 }
@@ -86,7 +85,7 @@ func hookUse(hook string) string {
 }
 
 // policyDrift checks every policy file the receipt says cco wrote.
-func policyDrift(root *provision.Root, rc *provision.Receipt) []Finding {
+func policyDrift(root *provision.Root, rc *provision.Receipt) []provision.Finding {
 	var targets []string
 	for p, e := range rc.Paths {
 		if e.Kind == provision.KindFile && strings.HasPrefix(e.Step, "policy.") {
@@ -94,23 +93,23 @@ func policyDrift(root *provision.Root, rc *provision.Receipt) []Finding {
 		}
 	}
 	sort.Strings(targets)
-	var out []Finding
+	var out []provision.Finding
 	for _, p := range targets {
 		e := rc.Paths[p]
 		fi, err := root.Lstat(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			out = append(out, Finding{p, "the policy file cco wrote was removed, so the agent no longer runs the guard", "run `sudo cco-install`"})
+			out = append(out, finding(p, "the policy file cco wrote was removed, so the agent no longer runs the guard", "run `sudo cco-install`"))
 		case err != nil:
-			out = append(out, Finding{p, err.Error(), "run `sudo cco-install status` as root"})
+			out = append(out, finding(p, err.Error(), "run `sudo cco-install status` as root"))
 		case !fi.Mode().IsRegular():
-			out = append(out, Finding{p, "the policy file cco wrote is now " + provision.DescribeForeign(&provision.Run{Root: root}, p, fi), "run `sudo cco-install --force` (what is there is kept under " + provision.StateDir + "/backups)"})
+			out = append(out, finding(p, "the policy file cco wrote is now "+provision.DescribeForeign(&provision.Run{Root: root}, p, fi), "run `sudo cco-install --force` (what is there is kept under "+provision.StateDir+"/backups)"))
 		default:
 			sum, err := provision.HashFile(root, p)
 			if err != nil {
-				out = append(out, Finding{p, err.Error(), "run `sudo cco-install status` as root"})
+				out = append(out, finding(p, err.Error(), "run `sudo cco-install status` as root"))
 			} else if sum != e.SHA256 {
-				out = append(out, Finding{p, "the policy file cco wrote was edited", "undo the edit, or run `sudo cco-install --force` (the edited file is kept under " + provision.StateDir + "/backups)"})
+				out = append(out, finding(p, "the policy file cco wrote was edited", "undo the edit, or run `sudo cco-install --force` (the edited file is kept under "+provision.StateDir+"/backups)"))
 			}
 		}
 	}
@@ -120,8 +119,8 @@ func policyDrift(root *provision.Root, rc *provision.Receipt) []Finding {
 // pathDrift finds a vendor-made agent that a user's PATH reaches before the
 // shadow: the vendors' installers put their launchers in ~/.local/bin and
 // prepend that directory in the shell rc files.
-func pathDrift(root *provision.Root, u *provision.User) []Finding {
-	var out []Finding
+func pathDrift(root *provision.Root, u *provision.User) []provision.Finding {
+	var out []provision.Finding
 	prepends := prependingRC(root, u.Home)
 	for _, agent := range guard.Agents {
 		shadow := guard.ShadowDir + "/" + agent
@@ -147,7 +146,7 @@ func pathDrift(root *provision.Root, u *provision.User) []Finding {
 					msg += " (" + strings.Join(prepends, ", ") + " put ~/.local/bin first on PATH)"
 				}
 			}
-			out = append(out, Finding{c, msg, fmt.Sprintf("remove %s; then `%s` runs cco's wrapper %s", c, agent, shadow)})
+			out = append(out, finding(c, msg, fmt.Sprintf("remove %s; then `%s` runs cco's wrapper %s", c, agent, shadow)))
 		}
 	}
 	return out

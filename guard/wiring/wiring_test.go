@@ -196,10 +196,10 @@ func TestWiredCodex(t *testing.T) {
 	}
 }
 
-func findings(fs []wiring.Finding) string {
+func findings(fs []provision.Finding) string {
 	var b bytes.Buffer
 	for _, f := range fs {
-		b.WriteString(f.Path + ": " + f.Message + " [" + f.Fix + "]\n")
+		b.WriteString(f.Path + ": " + f.Detail + " [" + f.Fix + "]\n")
 	}
 	return b.String()
 }
