@@ -28,8 +28,8 @@ func (b Block) String() string {
 	return s
 }
 
-// RCStep reports the vendors' PATH blocks and, with FixRC, removes them
-// (keeping a backup under /var/lib/cco/backups).
+// RCStep reports the vendors' PATH blocks. With FixRC it removes them and
+// keeps a backup under /var/lib/cco/backups.
 type RCStep struct {
 	Users []string
 	FixRC bool
@@ -137,8 +137,10 @@ func (s *RCStep) Apply(run *provision.Run, c provision.Check) (string, error) {
 	return strings.Join(done, "; "), nil
 }
 
-// RCSteps is the takeover.rc step when some home has a ~/.local/bin PATH
-// line to report (or, with fix, to remove); otherwise nothing.
+// RCSteps is the takeover.rc step when some home has a vendor's PATH block,
+// or an unmarked ~/.local/bin PATH line, to report or, with fix, to remove.
+// It is nothing otherwise. Debian's stock ~/.profile block is no vendor's
+// and never makes the step.
 func RCSteps(run *provision.View, users []string, fix bool) []provision.Step {
 	s := &RCStep{Users: users, FixRC: fix}
 	if blocks, warnings := s.scan(run); len(blocks) == 0 && len(warnings) == 0 {

@@ -20,10 +20,10 @@ import (
 // and most distributions' default PATH.
 var aheadDirs = []string{"/usr/local/sbin"}
 
-// Drift finds what changed under cco since it installed the guard: a guard
-// script missing, edited or loosened; a policy file cco wrote that is now
-// removed or edited; and, for each of users, a vendor-made claude or codex
-// that runs ahead of the shadow on PATH.
+// Drift finds what changed under cco since it installed the guard. A guard
+// script may be missing, edited or loosened. A policy file cco wrote may be
+// removed or edited. For each of users, a vendor-made claude or codex may
+// run ahead of the shadow on PATH.
 func Drift(root *provision.Root, rc *provision.Receipt, users []*provision.User) []provision.Finding {
 	var out []provision.Finding
 	for _, hook := range []string{guard.HookSessionStart, guard.HookPromptGate} {
@@ -117,7 +117,7 @@ func policyDrift(root *provision.Root, rc *provision.Receipt) []provision.Findin
 }
 
 // pathDrift finds a vendor-made agent that a user's PATH reaches before the
-// shadow: the vendors' installers put their launchers in ~/.local/bin and
+// shadow. The vendors' installers put their launchers in ~/.local/bin and
 // prepend that directory in the shell rc files.
 func pathDrift(root *provision.Root, u *provision.User) []provision.Finding {
 	var out []provision.Finding
@@ -152,9 +152,11 @@ func pathDrift(root *provision.Root, u *provision.User) []provision.Finding {
 	return out
 }
 
-// prependingRC lists the rc files (with line numbers) that put ~/.local/bin
-// before the rest of PATH. Home directories belong to their users, so
-// nothing there is followed through a symlink.
+// prependingRC names each rc file, with a line number, that puts
+// ~/.local/bin before the rest of PATH. Debian's stock ~/.profile block
+// counts: it is no vendor's, yet it is why ~/.local/bin comes first. Home
+// directories belong to their users, so nothing there is followed through
+// a symlink.
 func prependingRC(root *provision.Root, home string) []string {
 	var out []string
 	for _, rel := range rcfile.Files {
