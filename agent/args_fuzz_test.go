@@ -4,16 +4,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// fuzzArgs splits a fuzzed string into arguments: NUL cannot appear in an
-// argv entry, so it is the one safe separator.
-func fuzzArgs(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\x00")
-}
+	"github.com/cco-dev/cco/internal/argvfuzz"
+)
 
 // beforeDashDash is args up to the first "--", the part the rewriters own.
 func beforeDashDash(args []string) ([]string, []string) {
@@ -23,21 +16,10 @@ func beforeDashDash(args []string) ([]string, []string) {
 	return args, nil
 }
 
-// isSubsequence reports whether every element of sub appears in s, in order.
-func isSubsequence(sub, s []string) bool {
-	i := 0
-	for _, x := range s {
-		if i < len(sub) && sub[i] == x {
-			i++
-		}
-	}
-	return i == len(sub)
-}
-
 func addArgSeeds(f *testing.F, seeds ...[]string) {
 	for _, s := range seeds {
-		f.Add(strings.Join(s, "\x00"), true)
-		f.Add(strings.Join(s, "\x00"), false)
+		f.Add(argvfuzz.Join(s...), true)
+		f.Add(argvfuzz.Join(s...), false)
 	}
 }
 
@@ -51,7 +33,7 @@ func FuzzClaudeArgs(f *testing.F) {
 		[]string{"mcp", "add", "--chrome", "x"}, []string{"--", "--dangerously-skip-permissions"})
 	p, _ := Lookup("claude")
 	f.Fuzz(func(t *testing.T, s string, skip bool) {
-		user := fuzzArgs(s)
+		user := argvfuzz.Split(s)
 		got := p.Args(user, Options{SkipPermissions: skip})
 		injected := []string{"--no-chrome"}
 		if skip {
@@ -70,7 +52,7 @@ func FuzzClaudeArgs(f *testing.F) {
 				t.Fatalf("Args(%q) = %q: %q survived", user, got, a)
 			}
 		}
-		if !isSubsequence(got[len(injected):], user) {
+		if !argvfuzz.IsSubsequence(got[len(injected):], user) {
 			t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
 		}
 	})
@@ -112,7 +94,7 @@ func FuzzCodexArgs(f *testing.F) {
 		[]string{"-a", "never", "--yolo", codexBypass}, []string{"-c"}, []string{"--config=approval_policy=never"})
 	p, _ := Lookup("codex")
 	f.Fuzz(func(t *testing.T, s string, skip bool) {
-		user := fuzzArgs(s)
+		user := argvfuzz.Split(s)
 		got := p.Args(user, Options{SkipPermissions: skip})
 		head, tail := beforeDashDash(got)
 		userHead, userTail := beforeDashDash(user)
@@ -140,7 +122,7 @@ func FuzzCodexArgs(f *testing.F) {
 		}
 		rest := slices.DeleteFunc(slices.Clone(got), func(a string) bool { return a == codexBypass })
 		userRest := slices.DeleteFunc(slices.Clone(userHead), func(a string) bool { return a == codexBypass })
-		if !isSubsequence(rest, append(userRest, userTail...)) {
+		if !argvfuzz.IsSubsequence(rest, append(userRest, userTail...)) {
 			t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
 		}
 	})

@@ -2,18 +2,10 @@ package appserver
 
 import (
 	"slices"
-	"strings"
 	"testing"
-)
 
-// fuzzArgs splits a fuzzed string into arguments at NUL, the one byte no
-// argv entry holds.
-func fuzzArgs(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\x00")
-}
+	"github.com/cco-dev/cco/internal/argvfuzz"
+)
 
 // FuzzArgs checks the app-server rules on any codex command line:
 //   - what follows "--" is the prompt and never changes a decision;
@@ -23,16 +15,16 @@ func fuzzArgs(s string) []string {
 //     only -c/--config, --enable and --disable, each with its value;
 //   - the server's directory is the value of a -C/--cd the user gave.
 func FuzzArgs(f *testing.F) {
-	for _, s := range []string{
-		"agents", "-c\x00k=v\x00agents", "-ck=v\x00agents", "--config=k=v\x00--enable\x00x\x00agents",
-		"-C\x00/w\x00--cd=/x\x00agents", "-m\x00agents", "-m\x00-c\x00agents", "agents\x00-c",
-		"--remote\x00unix:///s\x00agents", "agents\x00--help", "--\x00agents", "fix\x00agents",
-		"-s\x00read-only\x00-a\x00never\x00agents\x00--disable=z",
+	for _, args := range [][]string{
+		{"agents"}, {"-c", "k=v", "agents"}, {"-ck=v", "agents"}, {"--config=k=v", "--enable", "x", "agents"},
+		{"-C", "/w", "--cd=/x", "agents"}, {"-m", "agents"}, {"-m", "-c", "agents"}, {"agents", "-c"},
+		{"--remote", "unix:///s", "agents"}, {"agents", "--help"}, {"--", "agents"}, {"fix", "agents"},
+		{"-s", "read-only", "-a", "never", "agents", "--disable=z"},
 	} {
-		f.Add(s, "-h")
+		f.Add(argvfuzz.Join(args...), "-h")
 	}
 	f.Fuzz(func(t *testing.T, s, prompt string) {
-		args := fuzzArgs(s)
+		args := argvfuzz.Split(s)
 		head := args
 		if i := slices.Index(args, "--"); i >= 0 {
 			head = args[:i]
@@ -57,7 +49,7 @@ func FuzzArgs(f *testing.F) {
 		}
 
 		p := planFor(args)
-		if !isSubsequence(p.serverFlags, head) {
+		if !argvfuzz.IsSubsequence(p.serverFlags, head) {
 			t.Fatalf("planFor(%q): server flags %q are not the user's words in order", args, p.serverFlags)
 		}
 		for _, tk := range tokenize(p.serverFlags) {
@@ -72,15 +64,4 @@ func FuzzArgs(f *testing.F) {
 			t.Fatalf("planFor(%q): server directory %q is no -C/--cd of the user's", args, p.dir)
 		}
 	})
-}
-
-// isSubsequence reports whether every element of sub appears in s, in order.
-func isSubsequence(sub, s []string) bool {
-	i := 0
-	for _, x := range s {
-		if i < len(sub) && sub[i] == x {
-			i++
-		}
-	}
-	return i == len(sub)
 }
