@@ -97,13 +97,13 @@ func codexArgs(user []string, _ Options) []string {
 		case codexBypass, "--yolo", "--full-auto":
 			continue
 		case "-s", "--sandbox", "-a", "--ask-for-approval":
-			if !hasVal && i+1 < len(user) {
+			if !hasVal && takesNext(user, i) {
 				i++
 			}
 			continue
 		case "-c", "--config":
 			if !hasVal {
-				if i+1 >= len(user) {
+				if !takesNext(user, i) {
 					out = append(out, a)
 					continue
 				}
@@ -122,7 +122,7 @@ func codexArgs(user []string, _ Options) []string {
 			continue
 		}
 		out = append(out, a)
-		if codexValueFlags[name] && !hasVal && i+1 < len(user) {
+		if codexValueFlags[name] && !hasVal && takesNext(user, i) {
 			i++
 			out = append(out, user[i])
 		}
@@ -134,6 +134,13 @@ func codexArgs(user []string, _ Options) []string {
 	copy(out[inject+1:], out[inject:])
 	out[inject] = codexBypass
 	return out
+}
+
+// takesNext reports whether the flag at user[i] can take the next argument
+// as its value. "--" is never a value: it ends the flags, and what follows
+// it is the user's to keep untouched.
+func takesNext(user []string, i int) bool {
+	return i+1 < len(user) && user[i+1] != "--"
 }
 
 // isCodexSubcommand lists Codex's subcommands that are not agent loops.

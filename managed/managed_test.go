@@ -2,7 +2,6 @@ package managed
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
 var both = Config{Agents: []string{"claude", "codex"}}
@@ -22,17 +22,7 @@ var both = Config{Agents: []string{"claude", "codex"}}
 // apply runs steps against the target root dir, as cco-install does.
 func apply(t *testing.T, dir string, steps []provision.Step, force bool) *provision.Report {
 	t.Helper()
-	root, err := provision.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	run, err := provision.NewRun(context.Background(), root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run.Force = force
-	return provision.Execute(run, steps)
+	return provisiontest.Execute(t, dir, steps, func(run *provision.Run) { run.Force = force })
 }
 
 func step(rep *provision.Report, id string) provision.StepReport {

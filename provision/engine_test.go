@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 // faultyFile is a File step whose Apply can be made to fail, the way a full
@@ -50,11 +52,11 @@ func TestExecuteDryRunWritesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRoot(t)
 			tc.prepare(t, r)
-			before := treeHash(t, r.Dir())
-			names := listTree(t, r.Dir())
+			before := treehash.Hash(t, r.Dir())
+			names := treehash.List(r.Dir())
 			rep := execute(t, r, dryRun, plan(false)...)
-			if treeHash(t, r.Dir()) != before {
-				t.Fatalf("a dry run changed the tree: %v -> %v", names, listTree(t, r.Dir()))
+			if treehash.Hash(t, r.Dir()) != before {
+				t.Fatalf("a dry run changed the tree: %v -> %v", names, treehash.List(r.Dir()))
 			}
 			for _, sr := range rep.Steps {
 				if (sr.ID == "test.a" || sr.ID == "test.d") && tc.name == "half installed" {
@@ -75,7 +77,7 @@ func TestExecuteDryRunWritesNothing(t *testing.T) {
 	// On a fresh root nothing at all appears: no receipt, no lock, no dirs.
 	r := newRoot(t)
 	execute(t, r, dryRun, plan(false)...)
-	if names := listTree(t, r.Dir()); len(names) != 0 {
+	if names := treehash.List(r.Dir()); len(names) != 0 {
 		t.Fatalf("a dry run on a fresh root created %v", names)
 	}
 }
@@ -112,7 +114,7 @@ func TestExecuteFailureMidPlanThenConverges(t *testing.T) {
 	wantStatuses(t, execute(t, r, nil, plan(false)...), StatusOK, StatusChanged, StatusChanged, StatusOK)
 	receipt := receiptBytes(t, r)
 	st := *lstatT(t, r.HostPath(ReceiptPath))
-	tree := treeHash(t, r.Dir())
+	tree := treehash.Hash(t, r.Dir())
 	rep = execute(t, r, nil, plan(false)...)
 	wantStatuses(t, rep, StatusOK, StatusOK, StatusOK, StatusOK)
 	if rep.Changed != 0 || rep.ExitCode() != ExitOK {
@@ -124,7 +126,7 @@ func TestExecuteFailureMidPlanThenConverges(t *testing.T) {
 	if now := lstatT(t, r.HostPath(ReceiptPath)); now.Mtim != st.Mtim || now.Ino != st.Ino {
 		t.Fatal("the receipt was rewritten on a no-op run")
 	}
-	if treeHash(t, r.Dir()) != tree {
+	if treehash.Hash(t, r.Dir()) != tree {
 		t.Fatal("the tree changed on a no-op run")
 	}
 	if len(loadReceipt(t, r).Paths) != 4 {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 const toolPath = "/usr/local/bin/tool"
@@ -92,7 +94,7 @@ func TestFileFresh(t *testing.T) {
 		}
 	}
 	// Nothing but the file itself in its directory: no temporary left over.
-	if names := listTree(t, filepath.Dir(host)); len(names) != 1 {
+	if names := treehash.List(filepath.Dir(host)); len(names) != 1 {
 		t.Fatalf("%s holds %v, want only tool", filepath.Dir(host), names)
 	}
 }
@@ -104,7 +106,7 @@ func TestFileAlreadyDone(t *testing.T) {
 	before := *lstatT(t, host)
 	receipt := receiptBytes(t, r)
 	receiptStat := *lstatT(t, r.HostPath(ReceiptPath))
-	tree := treeHash(t, r.Dir())
+	tree := treehash.Hash(t, r.Dir())
 
 	if c := checkOnly(t, r, toolStep()); c.State != Done {
 		t.Fatalf("check = %v %q, want Done", c.State, c.Detail)
@@ -124,7 +126,7 @@ func TestFileAlreadyDone(t *testing.T) {
 	if st := lstatT(t, r.HostPath(ReceiptPath)); st.Ino != receiptStat.Ino || st.Mtim != receiptStat.Mtim {
 		t.Fatal("the receipt was rewritten on a no-op run")
 	}
-	if treeHash(t, r.Dir()) != tree {
+	if treehash.Hash(t, r.Dir()) != tree {
 		t.Fatal("the tree changed on a no-op run")
 	}
 }
@@ -142,7 +144,7 @@ func TestFileForeign(t *testing.T) {
 			r := newRoot(t)
 			host := r.HostPath(toolPath)
 			writeHost(t, host, tc.content, 0o755)
-			tree := treeHash(t, r.Dir())
+			tree := treehash.Hash(t, r.Dir())
 			c := checkOnly(t, r, toolStep())
 			if c.State != Conflict || c.Forceable || !strings.Contains(c.Detail, tc.detail) || c.Fix == "" {
 				t.Fatalf("check = %v forceable=%v %q fix %q, want an unforceable conflict naming %q and a fix", c.State, c.Forceable, c.Detail, c.Fix, tc.detail)
@@ -157,8 +159,8 @@ func TestFileForeign(t *testing.T) {
 			if got := readHost(t, host); !bytes.Equal(got, tc.content) {
 				t.Fatalf("the foreign file changed: %q", got)
 			}
-			if treeHash(t, r.Dir()) != tree {
-				t.Fatalf("the tree changed: %v", listTree(t, r.Dir()))
+			if treehash.Hash(t, r.Dir()) != tree {
+				t.Fatalf("the tree changed: %v", treehash.List(r.Dir()))
 			}
 		})
 	}
@@ -177,7 +179,7 @@ func TestFileSymlinkAtPath(t *testing.T) {
 			if err := os.Symlink(link, host); err != nil {
 				t.Fatal(err)
 			}
-			tree := treeHash(t, r.Dir())
+			tree := treehash.Hash(t, r.Dir())
 			c := checkOnly(t, r, toolStep())
 			if c.State != Conflict || c.Forceable || !strings.Contains(c.Detail, "a symlink to "+link) {
 				t.Fatalf("check = %v forceable=%v %q, want an unforceable conflict naming the link", c.State, c.Forceable, c.Detail)
@@ -189,7 +191,7 @@ func TestFileSymlinkAtPath(t *testing.T) {
 			if l, _ := os.Readlink(host); l != link {
 				t.Fatalf("the link now points at %q", l)
 			}
-			if treeHash(t, r.Dir()) != tree {
+			if treehash.Hash(t, r.Dir()) != tree {
 				t.Fatal("the tree changed")
 			}
 		})
@@ -243,25 +245,25 @@ func TestFileHandEdited(t *testing.T) {
 		if c.State != Conflict || !c.Forceable || !strings.Contains(c.Detail, "edited") || !strings.Contains(c.Fix, "--force") {
 			t.Fatalf("check = %v forceable=%v %q fix %q, want a forceable conflict", c.State, c.Forceable, c.Detail, c.Fix)
 		}
-		tree := treeHash(t, r.Dir())
+		tree := treehash.Hash(t, r.Dir())
 		rep := execute(t, r, nil, toolStep())
 		wantStatuses(t, rep, StatusConflict)
 		if rep.ExitCode() != ExitConflict || rep.Conflicts != 1 {
 			t.Fatalf("exit = %d conflicts = %d, want 3, 1", rep.ExitCode(), rep.Conflicts)
 		}
-		if treeHash(t, r.Dir()) != tree || !bytes.Equal(readHost(t, host), edited) {
+		if treehash.Hash(t, r.Dir()) != tree || !bytes.Equal(readHost(t, host), edited) {
 			t.Fatal("the edited file or the tree changed without --force")
 		}
 	})
 	t.Run("dry run with force", func(t *testing.T) {
 		r, _ := setup(t)
-		tree := treeHash(t, r.Dir())
+		tree := treehash.Hash(t, r.Dir())
 		rep := execute(t, r, func(run *Run) { run.DryRun, run.Force = true, true }, toolStep())
 		wantStatuses(t, rep, StatusTodo)
 		if !strings.Contains(rep.Steps[0].Detail, "--force would replace it") {
 			t.Fatalf("detail = %q", rep.Steps[0].Detail)
 		}
-		if treeHash(t, r.Dir()) != tree {
+		if treehash.Hash(t, r.Dir()) != tree {
 			t.Fatal("a dry run with --force wrote")
 		}
 	})
@@ -280,7 +282,7 @@ func TestFileHandEdited(t *testing.T) {
 			t.Fatalf("backup = %q, want the edited bytes", got)
 		}
 		// Never beside the file: a backup there would be a second tool on PATH.
-		if names := listTree(t, filepath.Dir(host)); len(names) != 1 || names[0] != "tool" {
+		if names := treehash.List(filepath.Dir(host)); len(names) != 1 || names[0] != "tool" {
 			t.Fatalf("%s holds %v, want only tool", filepath.Dir(host), names)
 		}
 		if fi, _ := os.Stat(r.HostPath(StateDir + "/backups")); fi == nil || fi.Mode().Perm() != 0o700 {
@@ -396,7 +398,7 @@ func TestFileKeepExisting(t *testing.T) {
 			tc.prepare(t, r)
 			host := r.HostPath("/etc/cco/sandbox.toml")
 			writeHost(t, host, []byte("# mine\n"), 0o600)
-			tree := treeHash(t, r.Dir())
+			tree := treehash.Hash(t, r.Dir())
 			for _, opt := range []func(*Run){nil, force} {
 				rep := execute(t, r, opt, conf())
 				wantStatuses(t, rep, StatusOK)
@@ -404,7 +406,7 @@ func TestFileKeepExisting(t *testing.T) {
 					t.Fatalf("detail = %q", rep.Steps[0].Detail)
 				}
 			}
-			if treeHash(t, r.Dir()) != tree {
+			if treehash.Hash(t, r.Dir()) != tree {
 				t.Fatal("the operator's file or the tree changed")
 			}
 		})

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,62 +135,6 @@ func lstatT(t testing.TB, p string) *syscall.Stat_t {
 func sum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-// treeHash describes every entry below dir (path, type, mode, owner, size,
-// mtime, content or link target) and hashes that: any write, chmod, chown,
-// create or remove anywhere in the tree changes it.
-func treeHash(t testing.TB, dir string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		rel, _ := filepath.Rel(dir, p)
-		line := fmt.Sprintf("%s %v %d:%d %d %d", rel, fi.Mode(), st.Uid, st.Gid, fi.Size(), st.Mtim.Nano())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			line += " -> " + l
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			line += " " + sum(b)
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(lines)
-	return sum([]byte(strings.Join(lines, "\n")))
-}
-
-// listTree names every entry below dir, for failure messages and for
-// asserting that nothing appeared somewhere.
-func listTree(t testing.TB, dir string) []string {
-	t.Helper()
-	var names []string
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && p != dir {
-			rel, _ := filepath.Rel(dir, p)
-			names = append(names, rel)
-		}
-		return nil
-	})
-	return names
 }
 
 // accessWatch observes opens and reads of files through inotify: it sees

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 // lockHolder is the re-executed test binary: it takes the lock on root,
@@ -124,7 +126,7 @@ func TestLockDryRunCreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Release()
-	if names := listTree(t, r.Dir()); len(names) != 0 {
+	if names := treehash.List(r.Dir()); len(names) != 0 {
 		t.Fatalf("a dry run's lock created %v", names)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 func TestReceiptMarshalCanonical(t *testing.T) {
@@ -114,7 +116,7 @@ func TestReceiptSave(t *testing.T) {
 	if err != nil || last != nil {
 		t.Fatalf("saving an empty receipt: %q, %v", last, err)
 	}
-	if names := listTree(t, r.Dir()); len(names) != 0 {
+	if names := treehash.List(r.Dir()); len(names) != 0 {
 		t.Fatalf("saving an empty receipt created %v", names)
 	}
 	rc.Paths["/x"] = &Entry{Kind: KindFile, Mode: "0644", Step: "s"}

@@ -11,14 +11,6 @@ import (
 // fields are only ever added.
 const ReportSchema = 1
 
-// Exit codes of cco-install.
-const (
-	ExitOK       = 0
-	ExitFailed   = 1
-	ExitUsage    = 2
-	ExitConflict = 3
-)
-
 // Report is the outcome of a run, one entry per step.
 type Report struct {
 	Schema    int    `json:"schema"`
@@ -68,16 +60,8 @@ func (rep *Report) add(sr StepReport) {
 // Add appends a step line to the report (for steps run outside Execute).
 func (rep *Report) Add(sr StepReport) { rep.add(sr) }
 
-// ExitCode is 1 when anything failed, else 3 when conflicts remain, else 0.
-func (rep *Report) ExitCode() int {
-	switch {
-	case rep.Failed > 0:
-		return ExitFailed
-	case rep.Conflicts > 0:
-		return ExitConflict
-	}
-	return ExitOK
-}
+// ExitCode is ExitFor's: failed steps, then conflicts.
+func (rep *Report) ExitCode() int { return ExitFor(rep.Failed, rep.Conflicts) }
 
 // WriteJSON writes the report as exactly one JSON document.
 func (rep *Report) WriteJSON(w io.Writer) error {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/internal/testenv"
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 // escapeRoot is a root whose /etc is a symlink to a directory outside it,
@@ -60,10 +61,10 @@ func TestRootSymlinksStayInside(t *testing.T) {
 		for _, op := range ops {
 			t.Run(esc.name+"/"+op.name, func(t *testing.T) {
 				r, outside := escapeRoot(t, esc.link)
-				before := treeHash(t, outside)
+				before := treehash.Hash(t, outside)
 				op.op(r) // an error is fine; touching outside is not
-				if treeHash(t, outside) != before {
-					t.Fatalf("%s changed the directory outside the root: %v", op.name, listTree(t, outside))
+				if treehash.Hash(t, outside) != before {
+					t.Fatalf("%s changed the directory outside the root: %v", op.name, treehash.List(outside))
 				}
 				if _, err := os.Lstat(r.HostPath("/stolen")); err == nil {
 					t.Fatal("a file from outside the root was moved into it")
@@ -230,7 +231,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	if fi.Mode() != 0o640 || int(st.Uid) != uid || int(st.Gid) != gid || string(readHost(t, host)) != "one\n" {
 		t.Fatalf("after WriteFile: %v %d:%d %q", fi.Mode(), st.Uid, st.Gid, readHost(t, host))
 	}
-	if names := listTree(t, r.HostPath("/etc")); fmt.Sprint(names) != "[conf]" {
+	if names := treehash.List(r.HostPath("/etc")); fmt.Sprint(names) != "[conf]" {
 		t.Fatalf("left behind: %v", names)
 	}
 	ino := st.Ino
@@ -243,7 +244,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	if got := readHost(t, host); string(got) != "one\n" || lstatT(t, host).Ino != ino {
 		t.Fatalf("the old file did not survive a failed write: %q", got)
 	}
-	if names := listTree(t, r.HostPath("/etc")); fmt.Sprint(names) != "[conf]" {
+	if names := treehash.List(r.HostPath("/etc")); fmt.Sprint(names) != "[conf]" {
 		t.Fatalf("a failed write left behind: %v", names)
 	}
 
@@ -284,44 +285,6 @@ func sampleTree(t *testing.T, dir string) {
 	os.Lchown(filepath.Join(dir, "share/link"), uid, gid)
 }
 
-// describeTree is treeHash without the mtimes (a copy has new ones).
-func describeTree(t *testing.T, dir string) string {
-	t.Helper()
-	d, err := describe(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func describe(dir string) (string, error) {
-	var lines []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		rel, _ := filepath.Rel(dir, p)
-		line := fmt.Sprintf("%s %v %d:%d", rel, fi.Mode(), st.Uid, st.Gid)
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			line += " " + sum(b)
-		} else if l, err := os.Readlink(p); err == nil {
-			line += " -> " + l
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	return strings.Join(lines, "\n"), err
-}
-
 func sameDevice(t *testing.T, a, b string) bool {
 	return lstatT(t, a).Dev == lstatT(t, b).Dev
 }
@@ -345,7 +308,7 @@ func TestCopyTree(t *testing.T) {
 		if err := copyTreeAt(from, to); err != nil {
 			t.Fatalf("copyTree(%s): %v", name, err)
 		}
-		if got, want := describeTree(t, to), describeTree(t, from); got != want {
+		if got, want := treehash.Shape(t, to), treehash.Shape(t, from); got != want {
 			t.Fatalf("copy of %q:\n%s\nwant\n%s", name, got, want)
 		}
 	}
@@ -388,11 +351,11 @@ func exdevChild(dir string) int {
 			return fail("Rename(%s, %s): %v", m[0], m[1], err)
 		}
 	}
-	tree, err := describe(filepath.Join(dir, "mnt/tree"))
+	tree, err := treehash.Describe(filepath.Join(dir, "mnt/tree"), false)
 	if err != nil {
 		return fail("%v", err)
 	}
-	file, err := describe(filepath.Join(dir, "mnt/file"))
+	file, err := treehash.Describe(filepath.Join(dir, "mnt/file"), false)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -406,7 +369,7 @@ func TestRenameAcrossDevices(t *testing.T) {
 	os.MkdirAll(r.HostPath("/mnt"), 0o755)
 	sampleTree(t, r.HostPath("/var/tree"))
 	writeHost(t, r.HostPath("/var/file"), []byte("a file"), 0o600)
-	want := describeTree(t, r.HostPath("/var/tree")) + "\n--\n" + describeTree(t, r.HostPath("/var/file"))
+	want := treehash.Shape(t, r.HostPath("/var/tree")) + "\n--\n" + treehash.Shape(t, r.HostPath("/var/file"))
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=exdev", "CCO_TEST_ROOT="+r.Dir())
@@ -447,7 +410,7 @@ func TestSymlinkAndRemove(t *testing.T) {
 	if l, _ := r.Readlink("/usr/bin/tool"); l != "/opt/b" || lstatT(t, r.HostPath("/usr/bin/tool")).Ino == ino {
 		t.Fatalf("link = %q, want /opt/b under a new inode", l)
 	}
-	if names := listTree(t, r.HostPath("/usr/bin")); fmt.Sprint(names) != "[tool]" {
+	if names := treehash.List(r.HostPath("/usr/bin")); fmt.Sprint(names) != "[tool]" {
 		t.Fatalf("left behind: %v", names)
 	}
 	run := newRun(t, r)
@@ -469,7 +432,7 @@ func TestSymlinkAndRemove(t *testing.T) {
 	if err := r.Remove("/usr/bin/tool"); err != nil {
 		t.Fatal(err)
 	}
-	if names := listTree(t, r.HostPath("/usr/bin")); len(names) != 0 {
+	if names := treehash.List(r.HostPath("/usr/bin")); len(names) != 0 {
 		t.Fatalf("after removing: %v", names)
 	}
 	if err := r.Remove("/usr/bin/tool"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), r.HostPath("/usr/bin/tool")) {

@@ -26,15 +26,6 @@ type PathStatus struct {
 	Detail string `json:"detail"`
 }
 
-// Finding is drift found by a check other than the receipt's (a vendor
-// binary ahead of the shadow on a user's PATH, a defeated policy).
-type Finding struct {
-	ID     string `json:"id"`
-	Path   string `json:"path,omitempty"`
-	Detail string `json:"detail"`
-	Fix    string `json:"fix,omitempty"`
-}
-
 // StatusReport is the outcome of `cco-install status`. It follows the
 // install report's conventions: schema, version, root, counts, then lines.
 type StatusReport struct {
@@ -81,9 +72,19 @@ func (rep *StatusReport) AddPath(ps PathStatus) {
 	rep.InSync = rep.Drift == 0 && rep.Failed == 0
 }
 
-// AddFinding appends a drift finding.
+// AddFinding appends a drift finding, found by a check other than the
+// receipt's (a vendor binary ahead of the shadow on a user's PATH, a
+// defeated policy).
 func (rep *StatusReport) AddFinding(f Finding) {
 	rep.Drift++
+	rep.Findings = append(rep.Findings, f)
+	rep.InSync = false
+}
+
+// AddFailure appends a finding about a check that could not be made. It
+// counts as a failure, not as drift.
+func (rep *StatusReport) AddFailure(f Finding) {
+	rep.Failed++
 	rep.Findings = append(rep.Findings, f)
 	rep.InSync = false
 }
@@ -135,16 +136,8 @@ func checkEntry(root *Root, p string, e *Entry, verify bool) (string, string) {
 	return PathOK, "as installed"
 }
 
-// ExitCode is 1 on errors, 3 on drift, else 0.
-func (rep *StatusReport) ExitCode() int {
-	switch {
-	case rep.Failed > 0:
-		return ExitFailed
-	case rep.Drift > 0:
-		return ExitConflict
-	}
-	return ExitOK
-}
+// ExitCode is ExitFor's: checks that failed, then drift.
+func (rep *StatusReport) ExitCode() int { return ExitFor(rep.Failed, rep.Drift) }
 
 // WriteJSON writes the status as one JSON document.
 func (rep *StatusReport) WriteJSON(w io.Writer) error {

@@ -5,12 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/net/bpf"
+
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // vmProgram turns the bytes bwrap would get back into instructions, so the
@@ -125,7 +126,7 @@ type archFacts struct {
 
 func readArchFacts(t *testing.T, goarch string) archFacts {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-m", "-f", "{{.Dir}}", "golang.org/x/sys").Output()
+	out, err := exec.Command(testenv.GoTool(), "list", "-m", "-f", "{{.Dir}}", "golang.org/x/sys").Output()
 	if err != nil {
 		t.Fatalf("locating golang.org/x/sys: %v", err)
 	}

@@ -30,16 +30,28 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 go vet ./...
+# staticcheck and goimports, at the versions tools/go.mod pins.
+./scripts/lint.sh
 # Tests that need bwrap or root fail instead of skipping when this is set:
 # a skipped sandbox test must never pass for a tested one.
 export CCO_REQUIRE_BWRAP=1
 go test -count=1 -timeout 30m ./...
 
-# The extractor's fuzz targets, seeded with hostile archives, for a short
-# budget (a short -fuzzminimizetime keeps a find from eating the budget).
-for target in FuzzExtractTar FuzzExtract; do
-  go test -run '^$' -fuzz "^${target}\$" -fuzztime 20s -fuzzminimizetime 5s ./vendorfetch/extract/
-done
+# The fuzz targets, each for a short budget (a short -fuzzminimizetime
+# keeps a find from eating the budget). The extractor's are seeded with
+# hostile archives. The others check the rules that keep an agent in its
+# jail: the agents' argument rewriters, the egress policy and its host
+# rules, the app-server's argument rules, and the rc-file block finder.
+fuzz() {
+  go test -run '^$' -fuzz "^$2\$" -fuzztime "$3" -fuzzminimizetime 5s "$1"
+}
+fuzz ./vendorfetch/extract/ FuzzExtractTar 20s
+fuzz ./vendorfetch/extract/ FuzzExtract 20s
+fuzz ./agent/ FuzzClaudeArgs 10s
+fuzz ./agent/ FuzzCodexArgs 15s
+fuzz ./sandbox/egress/policy/ FuzzParse 15s
+fuzz ./sandbox/appserver/ FuzzArgs 10s
+fuzz ./rcfile/ FuzzFind 10s
 
 # --- shipping: packages, repositories, vm-tests, the Ansible collection (packaging/, vm-tests/, ansible/, examples/) ---
 # The vm-tests start a fresh Debian root (built once by mmdebstrap and cached

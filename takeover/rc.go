@@ -6,32 +6,18 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"regexp"
 	"strings"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/rcfile"
 )
 
-// RCFiles are the shell start-up files the vendors' installers append their
-// PATH blocks to, relative to a home.
-var RCFiles = []string{".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile", ".zshenv", ".config/fish/config.fish"}
-
-const (
-	codexBegin = "# >>> Codex installer >>>"
-	codexEnd   = "# <<< Codex installer <<<"
-)
-
-// localBinPath matches a line that puts ~/.local/bin on PATH.
-var localBinPath = regexp.MustCompile(`(?i)(PATH|fish_add_path).*(\$HOME|\$\{HOME\}|~)/\.local/bin`)
-
-// Block is one vendor PATH block in a shell start-up file.
+// Block is one PATH block of a shell start-up file in a user's home.
 type Block struct {
-	User      string
-	File      string // target path
-	rel       string
-	From, To  int // 1-based line numbers, inclusive
-	Vendor    string
-	Removable bool // unambiguously the vendor's: --fix-rc removes it
+	rcfile.Block
+	User string
+	File string // target path
+	rel  string
 }
 
 func (b Block) String() string {
@@ -42,62 +28,8 @@ func (b Block) String() string {
 	return s
 }
 
-// FindBlocks reads rc text and returns the vendor PATH blocks in it.
-// Codex marks its block; Claude's is a ~/.local/bin PATH line right after a
-// comment that names Claude. Other ~/.local/bin lines are reported, never
-// removed: they may be the user's own.
-func FindBlocks(text []byte) []Block {
-	lines := strings.Split(string(text), "\n")
-	var out []Block
-	for i := 0; i < len(lines); i++ {
-		l := strings.TrimSpace(lines[i])
-		switch {
-		case l == codexBegin:
-			end := i
-			for j := i + 1; j < len(lines); j++ {
-				if strings.TrimSpace(lines[j]) == codexEnd {
-					end = j
-					break
-				}
-			}
-			if end == i {
-				out = append(out, Block{From: i + 1, To: i + 1, Vendor: "Codex (unterminated)", Removable: false})
-				continue
-			}
-			out = append(out, Block{From: i + 1, To: end + 1, Vendor: "Codex", Removable: true})
-			i = end
-		case strings.HasPrefix(l, "#") && strings.Contains(strings.ToLower(l), "claude") && i+1 < len(lines) && localBinPath.MatchString(lines[i+1]):
-			out = append(out, Block{From: i + 1, To: i + 2, Vendor: "Claude Code", Removable: true})
-			i++
-		case !strings.HasPrefix(l, "#") && localBinPath.MatchString(l):
-			out = append(out, Block{From: i + 1, To: i + 1, Vendor: "unknown"})
-		}
-	}
-	return out
-}
-
-// removeBlocks drops the removable blocks' lines from text.
-func removeBlocks(text []byte, blocks []Block) []byte {
-	lines := strings.Split(string(text), "\n")
-	drop := map[int]bool{}
-	for _, b := range blocks {
-		if b.Removable {
-			for n := b.From; n <= b.To; n++ {
-				drop[n-1] = true
-			}
-		}
-	}
-	var out []string
-	for i, l := range lines {
-		if !drop[i] {
-			out = append(out, l)
-		}
-	}
-	return []byte(strings.Join(out, "\n"))
-}
-
-// RCStep reports the vendors' PATH blocks and, with FixRC, removes them
-// (keeping a backup under /var/lib/cco/backups).
+// RCStep reports the vendors' PATH blocks. With FixRC it removes them and
+// keeps a backup under /var/lib/cco/backups.
 type RCStep struct {
 	Users []string
 	FixRC bool
@@ -115,7 +47,7 @@ func (s *RCStep) scan(run *provision.View) ([]Block, []string) {
 		if err != nil {
 			continue
 		}
-		for _, rel := range RCFiles {
+		for _, rel := range rcfile.Files {
 			b, err := h.ReadFile(rel)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -124,12 +56,10 @@ func (s *RCStep) scan(run *provision.View) ([]Block, []string) {
 				warnings = append(warnings, fmt.Sprintf("%s: %v", h.Path(rel), err))
 				continue
 			}
-			if !bytes.Contains(b, []byte(".local/bin")) {
-				continue
-			}
-			for _, blk := range FindBlocks(b) {
-				blk.User, blk.File, blk.rel = u.Name, h.Path(rel), rel
-				blocks = append(blocks, blk)
+			for _, blk := range rcfile.Find(b) {
+				if !blk.Stock() {
+					blocks = append(blocks, Block{Block: blk, User: u.Name, File: h.Path(rel), rel: rel})
+				}
 			}
 		}
 		h.Close()
@@ -194,7 +124,7 @@ func (s *RCStep) Apply(run *provision.Run, c provision.Check) (string, error) {
 					err = run.Root.WriteFile(backup, bytes.NewReader(text), 0o600, provision.SystemUID(), provision.SystemGID())
 				}
 				if err == nil {
-					err = h.WriteFile(bs[0].rel, removeBlocks(text, FindBlocks(text)), fi.Mode().Perm())
+					err = h.WriteFile(bs[0].rel, rcfile.Remove(text, rcfile.Find(text)), fi.Mode().Perm())
 					done = append(done, fmt.Sprintf("removed %d PATH blocks from %s (backup: %s)", len(bs), file, backup))
 				}
 			}
@@ -207,8 +137,10 @@ func (s *RCStep) Apply(run *provision.Run, c provision.Check) (string, error) {
 	return strings.Join(done, "; "), nil
 }
 
-// RCSteps is the takeover.rc step when some home has a ~/.local/bin PATH
-// line to report (or, with fix, to remove); otherwise nothing.
+// RCSteps is the takeover.rc step when some home has a vendor's PATH block,
+// or an unmarked ~/.local/bin PATH line, to report or, with fix, to remove.
+// It is nothing otherwise. Debian's stock ~/.profile block is no vendor's
+// and never makes the step.
 func RCSteps(run *provision.View, users []string, fix bool) []provision.Step {
 	s := &RCStep{Users: users, FixRC: fix}
 	if blocks, warnings := s.scan(run); len(blocks) == 0 && len(warnings) == 0 {

@@ -1,7 +1,6 @@
 package userns
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
 type fakeHost struct {
@@ -26,24 +26,10 @@ func (f *fakeHost) host() Host {
 	}
 }
 
-func newRun(t *testing.T, dir string) *provision.Run {
-	t.Helper()
-	root, err := provision.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	run, err := provision.NewRun(context.Background(), root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return run
-}
-
 func TestBlockedUsernsInstallsAndLoadsTheProfile(t *testing.T) {
 	dir := t.TempDir()
 	f := &fakeHost{restricted: true, probeErr: errors.New("setting up uid map: Permission denied")}
-	run := newRun(t, dir)
+	run := provisiontest.Run(t, dir)
 	steps, _ := Steps(&run.View, Options{SameKernel: true, Host: f.host()})
 	if len(steps) != 1 || steps[0].ID() != "userns.apparmor" {
 		t.Fatalf("want the userns.apparmor step, got %v", steps)
@@ -64,7 +50,7 @@ func TestBlockedUsernsInstallsAndLoadsTheProfile(t *testing.T) {
 	}
 
 	// Owned, it stays in the plan (and is kept as written) without a new probe.
-	run2 := newRun(t, dir)
+	run2 := provisiontest.Run(t, dir)
 	f.probes = 0
 	steps, _ = Steps(&run2.View, Options{SameKernel: true, Host: f.host()})
 	if rep := provision.Execute(run2, steps); len(steps) != 1 || rep.Changed != 0 || rep.Steps[0].Status != "ok" {
@@ -78,7 +64,7 @@ func TestBlockedUsernsInstallsAndLoadsTheProfile(t *testing.T) {
 func TestNoAppArmorRefusesWithTheFix(t *testing.T) {
 	dir := t.TempDir()
 	f := &fakeHost{restricted: true, probeErr: errors.New("denied")}
-	run := newRun(t, dir)
+	run := provisiontest.Run(t, dir)
 	steps, _ := Steps(&run.View, Options{SameKernel: true, NoAppArmor: true, Host: f.host()})
 	rep := provision.Execute(run, steps)
 	if rep.ExitCode() != provision.ExitConflict || !strings.Contains(rep.Steps[0].Detail, "apparmor_parser -r") {
@@ -98,7 +84,7 @@ func TestNoStepWhereUsernsWorks(t *testing.T) {
 		"restricted but allowed": {restricted: true, probeErr: nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			steps, _ := Steps(newRun(t, t.TempDir()).ReadOnly(), Options{SameKernel: true, Host: f.host()})
+			steps, _ := Steps(provisiontest.Run(t, t.TempDir()).ReadOnly(), Options{SameKernel: true, Host: f.host()})
 			if len(steps) != 0 {
 				t.Fatalf("no step expected, got %v", steps)
 			}
@@ -108,7 +94,7 @@ func TestNoStepWhereUsernsWorks(t *testing.T) {
 
 func TestImageBuildSkipsTheProbeWithAWarning(t *testing.T) {
 	f := &fakeHost{restricted: true, probeErr: errors.New("denied")}
-	steps, warnings := Steps(newRun(t, t.TempDir()).ReadOnly(), Options{SameKernel: true, Image: true, Host: f.host()})
+	steps, warnings := Steps(provisiontest.Run(t, t.TempDir()).ReadOnly(), Options{SameKernel: true, Image: true, Host: f.host()})
 	if len(steps) != 0 || f.probes != 0 {
 		t.Fatalf("an image build must not probe: steps %v, probes %d", steps, f.probes)
 	}
@@ -119,7 +105,7 @@ func TestImageBuildSkipsTheProbeWithAWarning(t *testing.T) {
 
 func TestStagedRootIsNotProbed(t *testing.T) {
 	f := &fakeHost{restricted: true, probeErr: errors.New("denied")}
-	steps, _ := Steps(newRun(t, t.TempDir()).ReadOnly(), Options{SameKernel: false, Host: f.host()})
+	steps, _ := Steps(provisiontest.Run(t, t.TempDir()).ReadOnly(), Options{SameKernel: false, Host: f.host()})
 	if len(steps) != 0 || f.probes != 0 {
 		t.Fatalf("a staged root runs on another kernel: steps %v, probes %d", steps, f.probes)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 func TestBundleInstallsWithNoServer(t *testing.T) {
@@ -78,12 +80,12 @@ func TestBundleWithFlippedByteIsRefused(t *testing.T) {
 		root := t.TempDir()
 		rep := install(t, root, inst)
 		for _, id := range []string{StepClaude, StepCodex} {
-			if sr := stepOf(t, rep, id); sr.Status != provision.StatusFailed {
+			if sr := provisiontest.Step(t, rep, id); sr.Status != provision.StatusFailed {
 				t.Errorf("byte %d flipped: %s is %s (%s)", at, id, sr.Status, sr.Detail)
 			}
 		}
 		if _, err := os.Lstat(filepath.Join(root, LibexecDir)); err == nil {
-			if snap := snapshot(t, filepath.Join(root, LibexecDir)); strings.Contains(snap, "claude") || strings.Contains(snap, "codex") {
+			if snap := treehash.Shape(t, filepath.Join(root, LibexecDir)); strings.Contains(snap, "claude") || strings.Contains(snap, "codex") {
 				t.Errorf("byte %d flipped: something was installed:\n%s", at, snap)
 			}
 		}

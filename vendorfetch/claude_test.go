@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 func readReceipt(t *testing.T, root string) *provision.Receipt {
@@ -120,13 +121,13 @@ func TestClaudePrefersZstAndVerifiesDecompressedBytes(t *testing.T) {
 	// A .zst whose decompressed bytes differ from the manifest is refused.
 	s.addClaude("2.1.303", nil, true, plat)
 	s.put("/claude/2.1.303/"+plat+"/claude.zst", zstdOf(t, claudeBinary("2.1.303", "evil", 200<<10)))
-	before := snapshot(t, root)
+	before := treehash.Shape(t, root)
 	cfg.Claude.Version = "2.1.303"
 	sr = wantStatus(t, install(t, root, cfg), StepClaude, provision.StatusFailed)
 	if !strings.Contains(sr.Detail, "checksum mismatch") {
 		t.Errorf("detail %q", sr.Detail)
 	}
-	if after := snapshot(t, root); after != before {
+	if after := treehash.Shape(t, root); after != before {
 		t.Errorf("the installed tree changed after a failure:\n%s\n---\n%s", before, after)
 	}
 	assertNoLeftovers(t, root)
@@ -179,7 +180,7 @@ func TestClaudeFailuresLeavePreviousInstall(t *testing.T) {
 				cfg.Claude.SigningKey, cfg.Claude.SigningFingerprint = keyPath, fp
 			}
 			wantStatus(t, install(t, root, cfg), StepClaude, provision.StatusChanged)
-			before := snapshot(t, root)
+			before := treehash.Shape(t, root)
 			s.put("/claude/stable", []byte("2.1.400"))
 			s.addClaude("2.1.400", key, false, plat)
 			tc.breakf(s)
@@ -188,7 +189,7 @@ func TestClaudeFailuresLeavePreviousInstall(t *testing.T) {
 			if !strings.Contains(sr.Detail, tc.want) || !strings.HasPrefix(sr.Detail, "claude") {
 				t.Errorf("detail %q, want it to name claude and say %q", sr.Detail, tc.want)
 			}
-			if after := snapshot(t, root); after != before {
+			if after := treehash.Shape(t, root); after != before {
 				t.Errorf("the installed tree changed:\n%s\n---\n%s", before, after)
 			}
 			assertNoLeftovers(t, root)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 func TestCodexInstallsPackageTree(t *testing.T) {
@@ -130,7 +131,7 @@ func TestCodexFailuresLeavePreviousInstall(t *testing.T) {
 			cfg := s.config(AgentCodex)
 			cfg.Codex.GitHubBaseURL, cfg.Codex.GitHubAPIURL = "", ""
 			wantStatus(t, install(t, root, cfg), StepCodex, provision.StatusChanged)
-			before := snapshot(t, root)
+			before := treehash.Shape(t, root)
 			s.put("/codex/channels/latest", []byte("0.181.0"))
 			s.addCodex("0.181.0", true, false, codexOpts{})
 			tc.breakf(s)
@@ -139,7 +140,7 @@ func TestCodexFailuresLeavePreviousInstall(t *testing.T) {
 			if !strings.Contains(sr.Detail, tc.want) || !strings.HasPrefix(sr.Detail, "codex") {
 				t.Errorf("detail %q, want it to name codex and say %q", sr.Detail, tc.want)
 			}
-			if after := snapshot(t, root); after != before {
+			if after := treehash.Shape(t, root); after != before {
 				t.Errorf("the installed tree changed:\n%s\n---\n%s", before, after)
 			}
 			assertNoLeftovers(t, root)

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -112,11 +112,7 @@ func TestParseCodexVersion(t *testing.T) {
 func TestDetectPlatformArch(t *testing.T) {
 	old := goarch
 	defer func() { goarch = old }()
-	root, err := provision.OpenRoot(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := provisiontest.Root(t, t.TempDir())
 	for arch, want := range map[string]string{"amd64": "linux-x64", "arm64": "linux-arm64"} {
 		goarch = arch
 		if p, err := DetectPlatform(root); err != nil || p != want {

@@ -3,7 +3,6 @@ package vendorfetch
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +24,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
 // store is an httptest server serving the vendors' layouts of VENDORS.md:
@@ -305,12 +304,7 @@ func (s *store) addCodex(version string, primary, gh bool, o codexOpts) []byte {
 }
 
 func testPlatform(t testing.TB) string {
-	root, err := provision.OpenRoot(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	p, err := DetectPlatform(root)
+	p, err := DetectPlatform(provisiontest.Root(t, t.TempDir()))
 	if err != nil {
 		t.Skipf("no vendor builds for this machine: %v", err)
 	}
@@ -334,63 +328,16 @@ func (s *store) config(agents ...string) Config {
 // install runs the steps of cfg on root and returns the report.
 func install(t testing.TB, root string, cfg Config) *provision.Report {
 	t.Helper()
-	r, err := provision.OpenRoot(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	run, err := provision.NewRun(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return provision.Execute(run, Steps(cfg))
-}
-
-func stepOf(t testing.TB, rep *provision.Report, id string) provision.StepReport {
-	t.Helper()
-	for _, s := range rep.Steps {
-		if s.ID == id {
-			return s
-		}
-	}
-	t.Fatalf("no step %s in the report %+v", id, rep.Steps)
-	return provision.StepReport{}
+	return provisiontest.Execute(t, root, Steps(cfg))
 }
 
 func wantStatus(t testing.TB, rep *provision.Report, id, status string) provision.StepReport {
 	t.Helper()
-	s := stepOf(t, rep, id)
+	s := provisiontest.Step(t, rep, id)
 	if s.Status != status {
 		t.Fatalf("%s: status %s (%s), want %s", id, s.Status, s.Detail, status)
 	}
 	return s
-}
-
-// snapshot records a tree (modes, link targets, file bytes' hashes) so a
-// test can assert it is byte-identical after a failed run.
-func snapshot(t testing.TB, dir string) string {
-	t.Helper()
-	var lines []string
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fi, _ := os.Lstat(p)
-		line := fmt.Sprintf("%s %v", rel, fi.Mode())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			line += " -> " + l
-		case fi.Mode().IsRegular():
-			b, _ := os.ReadFile(p)
-			line += " " + sum(b)
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
 }
 
 // assertNoLeftovers fails when a staging directory or .partial file is left.

@@ -1,7 +1,6 @@
 package vendorfetch
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
 // An upgrade that resolves an older version is refused unless
@@ -24,7 +24,7 @@ func TestUpgradeIsForwardOnly(t *testing.T) {
 	s.put("/claude/stable", []byte("2.1.299\n"))
 	cfg := s.config(AgentClaude)
 	cfg.Upgrade = map[string]bool{AgentClaude: true}
-	sr := stepOf(t, install(t, root, cfg), StepClaude)
+	sr := provisiontest.Step(t, install(t, root, cfg), StepClaude)
 	if sr.Status != provision.StatusFailed || !strings.Contains(sr.Detail, "2.1.300") || !strings.Contains(sr.Detail, "2.1.299") || !strings.Contains(sr.Detail, "--allow-downgrade") {
 		t.Fatalf("downgrade not refused clearly: %+v", sr)
 	}
@@ -34,16 +34,7 @@ func TestUpgradeIsForwardOnly(t *testing.T) {
 
 func rollback(t *testing.T, root string, cfg Config) provision.StepReport {
 	t.Helper()
-	r, err := provision.OpenRoot(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	run, err := provision.NewRun(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stepOf(t, provision.Execute(run, RollbackSteps(cfg, []string{AgentClaude})), "rollback.claude")
+	return provisiontest.Step(t, provisiontest.Execute(t, root, RollbackSteps(cfg, []string{AgentClaude})), "rollback.claude")
 }
 
 // A rollback switches current to the previous version and swaps the two; a

@@ -22,10 +22,7 @@ import (
 // key that could not be read is marked with its line and column (exit 1).
 func printConfig(cfg *Config, o *options, stdout io.Writer) (int, error) {
 	lines := cfg.Lines()
-	code := provision.ExitOK
-	if len(cfg.Problems) > 0 {
-		code = provision.ExitFailed
-	}
+	code := provision.ExitFor(len(cfg.Problems), 0)
 	if o.json {
 		o.wrote = true
 		enc := json.NewEncoder(stdout)
@@ -102,16 +99,14 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		st.Notes = append(st.Notes, "the user-namespace probe: it runs bwrap as nobody, which only root can; run `sudo cco-install status` to check it")
 	}
 	for _, p := range probs {
-		rep.AddFinding(provision.Finding{ID: p.ID, Path: p.Path, Detail: p.Detail, Fix: p.Fix})
+		rep.AddFinding(p)
 	}
 	if !provision.IsRoot() {
 		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc))...)
 	}
 	steps, err := buildPlan(v, cfg, o)
 	if err != nil {
-		rep.Failed++
-		rep.InSync = false
-		rep.Findings = append(rep.Findings, provision.Finding{ID: "plan", Detail: "the plan could not be made: " + err.Error(), Fix: "fix what it names, then run status again"})
+		rep.AddFailure(provision.Finding{ID: "plan", Detail: "the plan could not be made: " + err.Error(), Fix: "fix what it names, then run status again"})
 	}
 	plan := provision.Plan(v, steps)
 	vendor := map[string]provision.StepReport{}
@@ -126,9 +121,9 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 			if anyReported(reported, sr.Paths) {
 				continue // the receipt check named the cause (a missing file)
 			}
-			rep.Failed++
-			rep.InSync = false
-			rep.Findings = append(rep.Findings, provision.Finding{ID: sr.ID, Path: first(sr.Paths), Detail: sr.ID + " could not be checked: " + sr.Detail, Fix: "fix what it names, then run status again"})
+			f := sr.Finding()
+			f.Detail, f.Fix = sr.ID+" could not be checked: "+sr.Detail, "fix what it names, then run status again"
+			rep.AddFailure(f)
 			continue
 		default:
 			continue
@@ -139,23 +134,21 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		for _, p := range sr.Paths {
 			reported[p] = true
 		}
-		detail, fix := sr.Detail, sr.Fix
-		if fix != "" {
-			detail = strings.TrimSuffix(detail, "; "+fix)
-		} else {
-			fix = "run `sudo cco-install`"
+		f := sr.Finding()
+		if f.Fix == "" {
+			f.Fix = "run `sudo cco-install`"
 		}
 		if sr.Status == provision.StatusTodo && !strings.HasPrefix(sr.ID, "vendor.") {
-			detail = "not as installed: cco-install would " + detail
+			f.Detail = "not as installed: cco-install would " + f.Detail
 		}
-		rep.AddFinding(provision.Finding{ID: sr.ID, Path: first(sr.Paths), Detail: detail, Fix: fix})
+		rep.AddFinding(f)
 	}
 	// The guard's own wiring check adds what no step looks at: a vendor
 	// binary ahead of the shadow on a user's PATH, a loosened script.
 	for _, f := range wiring.Drift(root, rc, statusUsers(v.Root, cfg, rc)) {
 		if !reported[f.Path] {
 			reported[f.Path] = true
-			rep.AddFinding(provision.Finding{ID: "guard", Path: f.Path, Detail: f.Message, Fix: f.Fix})
+			rep.AddFinding(f)
 		}
 	}
 	st.Agents = agentStatus(root, rc, rep, vendor)
@@ -202,13 +195,6 @@ func anyReported(reported map[string]bool, paths []string) bool {
 		}
 	}
 	return false
-}
-
-func first(paths []string) string {
-	if len(paths) == 0 {
-		return ""
-	}
-	return paths[0]
 }
 
 // unreadableHomes names the homes a non-root status cannot look into: what

@@ -1,19 +1,16 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 func TestMain(m *testing.M) {
@@ -79,36 +76,9 @@ func cmdTreehash(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
 		ts.Fatalf("usage: treehash DIR")
 	}
-	dir := ts.MkAbs(args[0])
-	h := sha256.New()
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		paths = append(paths, p)
-		return nil
-	})
+	h, err := treehash.HashDir(ts.MkAbs(args[0]))
 	ts.Check(err)
-	sort.Strings(paths)
-	for _, p := range paths {
-		fi, err := os.Lstat(p)
-		ts.Check(err)
-		st := fi.Sys().(*syscall.Stat_t)
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(h, "%s %v %d:%d %d %d\n", rel, fi.Mode(), st.Uid, st.Gid, fi.Size(), st.Mtim.Nano())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			fmt.Fprintln(h, l)
-		case fi.Mode().IsRegular():
-			f, err := os.Open(p)
-			ts.Check(err)
-			io.Copy(h, f)
-			f.Close()
-		}
-	}
-	fmt.Fprintln(ts.Stdout(), hex.EncodeToString(h.Sum(nil)))
+	fmt.Fprintln(ts.Stdout(), h)
 }
 
 // jsonfield FILE KEY WANT checks a top-level field of a JSON document.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/internal/testenv"
+	"github.com/cco-dev/cco/provision/provisiontest/treehash"
 )
 
 // Without --root, cco-install provisions the machine itself: as non-root it
@@ -60,7 +61,7 @@ func TestStatusWithoutRoot(t *testing.T) {
 	if code := run([]string{"--root", root}, nil, &out, &out); code != 0 {
 		t.Fatalf("install: exit %d: %s", code, out.String())
 	}
-	before := treeStamp(t, root)
+	before := treehash.Hash(t, root)
 	cmd := asNobody(t, dir, "TestStatusWithoutRoot", "CCO_TEST_NONROOT_ARGS=status --root "+root)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -73,21 +74,9 @@ func TestStatusWithoutRoot(t *testing.T) {
 	if !strings.Contains(stdout.String(), "skipped  alice's home (/home/alice): only root can read it") {
 		t.Errorf("status must say it skipped the 0700 home:\n%s", stdout.String())
 	}
-	if after := treeStamp(t, root); after != before {
+	if after := treehash.Hash(t, root); after != before {
 		t.Errorf("status changed the tree")
 	}
-}
-
-// treeStamp lists every path below dir with its mode, size and mtime.
-func treeStamp(t *testing.T, dir string) string {
-	var sb strings.Builder
-	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err == nil {
-			sb.WriteString(p + " " + fi.Mode().String() + " " + fi.ModTime().String() + "\n")
-		}
-		return nil
-	})
-	return sb.String()
 }
 
 // nobodyDir is a temporary directory that nobody may enter (t.TempDir's

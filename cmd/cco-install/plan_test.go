@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
 // With no key and nothing beside cco-install, each binary comes from where
@@ -14,10 +15,7 @@ import (
 // (The key and "beside cco-install" are in testdata/script/*_source.txtar;
 // the package's path is a host path, so here it is moved to a temp dir.)
 func TestBinarySourcePackagedCopy(t *testing.T) {
-	root, err := provision.OpenRoot(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := provisiontest.Root(t, t.TempDir())
 	for _, b := range []binary{shadowBinary, egressProxyBinary} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Setenv("CCO_"+strings.ToUpper(b.key), "")
@@ -43,11 +41,8 @@ func TestBinarySourcePackagedCopy(t *testing.T) {
 // The egress proxy is installed right after the in-sandbox helper, like it:
 // same mode and owner, from its own source.
 func TestPlanInstallsEgressProxyAfterHelper(t *testing.T) {
-	dir := t.TempDir()
-	root, err := provision.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := provisiontest.Run(t, t.TempDir())
+	root := run.Root
 	shadow, proxy := filepath.Join(t.TempDir(), "shadow"), filepath.Join(t.TempDir(), "egress-proxy")
 	os.WriteFile(shadow, []byte("shadow"), 0o755)
 	os.WriteFile(proxy, []byte("proxy"), 0o755)
@@ -57,10 +52,6 @@ func TestPlanInstallsEgressProxyAfterHelper(t *testing.T) {
 	t.Setenv("CCO_IMAGE", "no")
 	cfg := loadConfig(root, nil)
 	if err := cfg.Err(); err != nil {
-		t.Fatal(err)
-	}
-	run, err := provision.NewRun(t.Context(), root)
-	if err != nil {
 		t.Fatal(err)
 	}
 	steps, err := buildPlan(run.ReadOnly(), cfg, &options{noAppArmor: true})

@@ -19,36 +19,26 @@ import (
 // tmpfs mounts with --size, which bubblewrap 0.8.0 added.
 var MinBwrap = [3]int{0, 8, 0}
 
-// problem is one thing a run needs that is missing, with the fix.
-type problem struct {
-	ID     string
-	Path   string
-	Detail string
-	Fix    string
-}
-
-func (p problem) String() string { return p.Detail + ": " + p.Fix }
-
 // preflight checks what a run needs before its first step, so that a run
 // that cannot succeed refuses before it writes anything. Status reports the
 // same checks as findings.
-func preflight(root provision.Reader, cfg *Config, image bool) []problem {
-	var out []problem
+func preflight(root provision.Reader, cfg *Config, image bool) []provision.Finding {
+	var out []provision.Finding
 	if root.IsHost() && !image {
 		out = append(out, checkBwrap(root, bwrapVersion)...)
 	}
 	if b := cfg.Bundle; b != "" {
 		if err := vendorfetch.CheckBundle(b); err != nil {
-			out = append(out, problem{ID: "preflight.bundle", Path: b, Detail: err.Error(), Fix: "pass a bundle made by `cco-install bundle --out FILE.tar.xz` (a readable file)"})
+			out = append(out, provision.Finding{ID: "preflight.bundle", Path: b, Detail: err.Error(), Fix: "pass a bundle made by `cco-install bundle --out FILE.tar.xz` (a readable file)"})
 		}
 	}
 	for _, name := range cfg.Users {
 		if _, err := provision.LookupUser(root, name); err != nil {
-			out = append(out, problem{ID: "preflight.users", Path: "/etc/passwd", Detail: fmt.Sprintf("users names %q: %v", name, err), Fix: "create the account, or remove it from `users` in " + ConfigPath})
+			out = append(out, provision.Finding{ID: "preflight.users", Path: "/etc/passwd", Detail: fmt.Sprintf("users names %q: %v", name, err), Fix: "create the account, or remove it from `users` in " + ConfigPath})
 		}
 	}
 	if d := cfg.String("shared_login_dir"); d != "" && !path.IsAbs(d) {
-		out = append(out, problem{ID: "preflight.shared_login_dir", Detail: fmt.Sprintf("shared_login_dir %q is not an absolute path", d), Fix: "set it to an absolute directory such as /srv/cco-login"})
+		out = append(out, provision.Finding{ID: "preflight.shared_login_dir", Detail: fmt.Sprintf("shared_login_dir %q is not an absolute path", d), Fix: "set it to an absolute directory such as /srv/cco-login"})
 	}
 	return out
 }
@@ -63,19 +53,19 @@ var versionRE = regexp.MustCompile(`(\d+)\.(\d+)(?:\.(\d+))?`)
 
 // checkBwrap finds the bubblewrap the jail runs (/usr/bin/bwrap) and checks
 // its version.
-func checkBwrap(root provision.Reader, version func(string) (string, error)) []problem {
+func checkBwrap(root provision.Reader, version func(string) (string, error)) []provision.Finding {
 	fix := installFix(root)
 	fi, err := root.Lstat(sandbox.BwrapPath)
 	if err != nil {
-		return []problem{{ID: "preflight.bwrap", Path: sandbox.BwrapPath, Detail: "bubblewrap is not installed (no " + sandbox.BwrapPath + "): no agent can start", Fix: fix}}
+		return []provision.Finding{{ID: "preflight.bwrap", Path: sandbox.BwrapPath, Detail: "bubblewrap is not installed (no " + sandbox.BwrapPath + "): no agent can start", Fix: fix}}
 	}
 	if fi.Mode()&0o111 == 0 {
-		return []problem{{ID: "preflight.bwrap", Path: sandbox.BwrapPath, Detail: sandbox.BwrapPath + " is not executable", Fix: fix}}
+		return []provision.Finding{{ID: "preflight.bwrap", Path: sandbox.BwrapPath, Detail: sandbox.BwrapPath + " is not executable", Fix: fix}}
 	}
 	out, err := version(root.HostPath(sandbox.BwrapPath))
 	m := versionRE.FindStringSubmatch(out)
 	if err != nil || m == nil {
-		return []problem{{ID: "preflight.bwrap", Path: sandbox.BwrapPath, Detail: fmt.Sprintf("%s --version does not say its version (%v)", sandbox.BwrapPath, err), Fix: fix}}
+		return []provision.Finding{{ID: "preflight.bwrap", Path: sandbox.BwrapPath, Detail: fmt.Sprintf("%s --version does not say its version (%v)", sandbox.BwrapPath, err), Fix: fix}}
 	}
 	var got [3]int
 	for i := range got {
@@ -84,7 +74,7 @@ func checkBwrap(root provision.Reader, version func(string) (string, error)) []p
 	for i := range got {
 		if got[i] != MinBwrap[i] {
 			if got[i] < MinBwrap[i] {
-				return []problem{{ID: "preflight.bwrap", Path: sandbox.BwrapPath, Detail: fmt.Sprintf("bubblewrap %s is older than the %d.%d.%d the jail needs", strings.TrimSpace(m[0]), MinBwrap[0], MinBwrap[1], MinBwrap[2]), Fix: "upgrade it: " + fix}}
+				return []provision.Finding{{ID: "preflight.bwrap", Path: sandbox.BwrapPath, Detail: fmt.Sprintf("bubblewrap %s is older than the %d.%d.%d the jail needs", strings.TrimSpace(m[0]), MinBwrap[0], MinBwrap[1], MinBwrap[2]), Fix: "upgrade it: " + fix}}
 			}
 			break
 		}
@@ -140,12 +130,12 @@ func runCommand(stderr *os.File) func(string, ...string) error {
 
 // usernsProblem runs the shadow's own user-namespace probe (as nobody, the
 // way an agent's user runs bwrap): where it fails, no agent can start.
-func usernsProblem(root provision.Reader, image bool, probe func() error) []problem {
+func usernsProblem(root provision.Reader, image bool, probe func() error) []provision.Finding {
 	if !root.IsHost() || image || !exists(root, sandbox.BwrapPath) {
 		return nil
 	}
 	if err := probe(); err != nil {
-		return []problem{{ID: "userns", Detail: "unprivileged users cannot create the user namespaces bubblewrap needs: " + err.Error(), Fix: "run `sudo cco-install` (it installs an AppArmor profile where AppArmor is the cause), or enable user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)"}}
+		return []provision.Finding{{ID: "userns", Detail: "unprivileged users cannot create the user namespaces bubblewrap needs: " + err.Error(), Fix: "run `sudo cco-install` (it installs an AppArmor profile where AppArmor is the cause), or enable user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)"}}
 	}
 	return nil
 }

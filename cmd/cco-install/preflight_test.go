@@ -8,16 +8,12 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
 func readerAt(t *testing.T, dir string) provision.Reader {
 	t.Helper()
-	r, err := provision.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r.ReadOnly()
+	return provisiontest.Root(t, dir).ReadOnly()
 }
 
 // bubblewrap missing or older than 0.8.0 is one problem with the fix that

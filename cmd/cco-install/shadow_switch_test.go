@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -23,7 +22,7 @@ func TestShadowLaunchesDuringSwitchNeverFail(t *testing.T) {
 	root := testenv.WorkDir(t)
 	dir := t.TempDir()
 	shadow := filepath.Join(dir, "shadow")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build",
+	build := exec.Command(testenv.GoTool(), "build",
 		"-ldflags", "-X github.com/cco-dev/cco/sandbox.SystemRoot="+root, "-o", shadow, "github.com/cco-dev/cco/cmd/shadow")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {

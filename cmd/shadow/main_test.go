@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,7 +53,7 @@ var shared struct {
 	err  error
 }
 
-func goTool() string { return filepath.Join(runtime.GOROOT(), "bin", "go") }
+func goTool() string { return testenv.GoTool() }
 
 func systemRoot(t testing.TB) string {
 	t.Helper()

@@ -1,41 +1,31 @@
 package wiring
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/cco-dev/cco/guard"
+	"io"
 	"io/fs"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/rcfile"
 )
-
-// Finding is one thing `cco-install status` reports as drifted.
-type Finding struct {
-	Path    string
-	Message string
-	Fix     string
-}
 
 // aheadDirs are system directories that come before guard.ShadowDir on Debian's
 // and most distributions' default PATH.
 var aheadDirs = []string{"/usr/local/sbin"}
 
-// rcFiles are the shell start-up files in which the vendors' installers
-// prepend ~/.local/bin to PATH.
-var rcFiles = []string{".profile", ".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".zshenv", ".config/fish/config.fish"}
-
-// Drift finds what changed under cco since it installed the guard: a guard
-// script missing, edited or loosened; a policy file cco wrote that is now
-// removed or edited; and, for each of users, a vendor-made claude or codex
-// that runs ahead of the shadow on PATH.
-func Drift(root *provision.Root, rc *provision.Receipt, users []*provision.User) []Finding {
-	var out []Finding
+// Drift finds what changed under cco since it installed the guard. A guard
+// script may be missing, edited or loosened. A policy file cco wrote may be
+// removed or edited. For each of users, a vendor-made claude or codex may
+// run ahead of the shadow on PATH.
+func Drift(root *provision.Root, rc *provision.Receipt, users []*provision.User) []provision.Finding {
+	var out []provision.Finding
 	for _, hook := range []string{guard.HookSessionStart, guard.HookPromptGate} {
 		out = append(out, scriptDrift(root, rc, hook)...)
 	}
@@ -46,7 +36,13 @@ func Drift(root *provision.Root, rc *provision.Receipt, users []*provision.User)
 	return out
 }
 
-func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []Finding {
+// finding is one of the guard's drift findings: status lists them under
+// the id "guard".
+func finding(path, detail, fix string) provision.Finding {
+	return provision.Finding{ID: "guard", Path: path, Detail: detail, Fix: fix}
+}
+
+func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []provision.Finding {
 	p := guard.ScriptPath(hook)
 	// The owner cco gave it: root's, or the invoker's for an unprivileged
 	// staging under --root. A status run by a user must not expect its own.
@@ -59,24 +55,24 @@ func scriptDrift(root *provision.Root, rc *provision.Receipt, hook string) []Fin
 	fix := "run `sudo cco-install` (with --force if the script was edited)"
 	fi, err := root.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return []Finding{{p, "the guard script is missing, so every " + hookUse(hook) + " fails closed", fix}}
+		return []provision.Finding{finding(p, "the guard script is missing, so every "+hookUse(hook)+" fails closed", fix)}
 	}
 	if err != nil {
-		return []Finding{{p, err.Error(), fix}}
+		return []provision.Finding{finding(p, err.Error(), fix)}
 	}
 	if !fi.Mode().IsRegular() {
-		return []Finding{{p, "the guard script is replaced by " + provision.DescribeForeign(&provision.Run{Root: root}, p, fi), fix}}
+		return []provision.Finding{finding(p, "the guard script is replaced by "+provision.DescribeForeign(&provision.Run{Root: root}, p, fi), fix)}
 	}
-	var out []Finding
+	var out []provision.Finding
 	if b, err := root.ReadFile(p); err != nil {
-		out = append(out, Finding{p, err.Error(), fix})
+		out = append(out, finding(p, err.Error(), fix))
 	} else if !bytes.Equal(b, guard.Script(hook)) {
-		out = append(out, Finding{p, "the guard script was changed since cco installed it", fix})
+		out = append(out, finding(p, "the guard script was changed since cco installed it", fix))
 	}
 	uid, _ := guard.Owner(fi)
 	if fi.Mode().Perm() != 0o755 || uid != wantUID {
-		out = append(out, Finding{p, fmt.Sprintf("the guard script has mode %04o and owner uid %d, not 0755 and uid %d", fi.Mode().Perm(), uid, wantUID),
-			fmt.Sprintf("chown %d %s && chmod 0755 %s", wantUID, p, p)})
+		out = append(out, finding(p, fmt.Sprintf("the guard script has mode %04o and owner uid %d, not 0755 and uid %d", fi.Mode().Perm(), uid, wantUID),
+			fmt.Sprintf("chown %d %s && chmod 0755 %s", wantUID, p, p)))
 	}
 	return out
 }
@@ -89,7 +85,7 @@ func hookUse(hook string) string {
 }
 
 // policyDrift checks every policy file the receipt says cco wrote.
-func policyDrift(root *provision.Root, rc *provision.Receipt) []Finding {
+func policyDrift(root *provision.Root, rc *provision.Receipt) []provision.Finding {
 	var targets []string
 	for p, e := range rc.Paths {
 		if e.Kind == provision.KindFile && strings.HasPrefix(e.Step, "policy.") {
@@ -97,23 +93,23 @@ func policyDrift(root *provision.Root, rc *provision.Receipt) []Finding {
 		}
 	}
 	sort.Strings(targets)
-	var out []Finding
+	var out []provision.Finding
 	for _, p := range targets {
 		e := rc.Paths[p]
 		fi, err := root.Lstat(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			out = append(out, Finding{p, "the policy file cco wrote was removed, so the agent no longer runs the guard", "run `sudo cco-install`"})
+			out = append(out, finding(p, "the policy file cco wrote was removed, so the agent no longer runs the guard", "run `sudo cco-install`"))
 		case err != nil:
-			out = append(out, Finding{p, err.Error(), "run `sudo cco-install status` as root"})
+			out = append(out, finding(p, err.Error(), "run `sudo cco-install status` as root"))
 		case !fi.Mode().IsRegular():
-			out = append(out, Finding{p, "the policy file cco wrote is now " + provision.DescribeForeign(&provision.Run{Root: root}, p, fi), "run `sudo cco-install --force` (what is there is kept under " + provision.StateDir + "/backups)"})
+			out = append(out, finding(p, "the policy file cco wrote is now "+provision.DescribeForeign(&provision.Run{Root: root}, p, fi), "run `sudo cco-install --force` (what is there is kept under "+provision.StateDir+"/backups)"))
 		default:
 			sum, err := provision.HashFile(root, p)
 			if err != nil {
-				out = append(out, Finding{p, err.Error(), "run `sudo cco-install status` as root"})
+				out = append(out, finding(p, err.Error(), "run `sudo cco-install status` as root"))
 			} else if sum != e.SHA256 {
-				out = append(out, Finding{p, "the policy file cco wrote was edited", "undo the edit, or run `sudo cco-install --force` (the edited file is kept under " + provision.StateDir + "/backups)"})
+				out = append(out, finding(p, "the policy file cco wrote was edited", "undo the edit, or run `sudo cco-install --force` (the edited file is kept under "+provision.StateDir+"/backups)"))
 			}
 		}
 	}
@@ -121,10 +117,10 @@ func policyDrift(root *provision.Root, rc *provision.Receipt) []Finding {
 }
 
 // pathDrift finds a vendor-made agent that a user's PATH reaches before the
-// shadow: the vendors' installers put their launchers in ~/.local/bin and
+// shadow. The vendors' installers put their launchers in ~/.local/bin and
 // prepend that directory in the shell rc files.
-func pathDrift(root *provision.Root, u *provision.User) []Finding {
-	var out []Finding
+func pathDrift(root *provision.Root, u *provision.User) []provision.Finding {
+	var out []provision.Finding
 	prepends := prependingRC(root, u.Home)
 	for _, agent := range guard.Agents {
 		shadow := guard.ShadowDir + "/" + agent
@@ -150,52 +146,35 @@ func pathDrift(root *provision.Root, u *provision.User) []Finding {
 					msg += " (" + strings.Join(prepends, ", ") + " put ~/.local/bin first on PATH)"
 				}
 			}
-			out = append(out, Finding{c, msg, fmt.Sprintf("remove %s; then `%s` runs cco's wrapper %s", c, agent, shadow)})
+			out = append(out, finding(c, msg, fmt.Sprintf("remove %s; then `%s` runs cco's wrapper %s", c, agent, shadow)))
 		}
 	}
 	return out
 }
 
-// prependingRC lists the rc files (with line numbers) that put ~/.local/bin
-// before the rest of PATH. Home directories belong to their users, so
-// nothing there is followed through a symlink.
+// prependingRC names each rc file, with a line number, that puts
+// ~/.local/bin before the rest of PATH. Debian's stock ~/.profile block
+// counts: it is no vendor's, yet it is why ~/.local/bin comes first. Home
+// directories belong to their users, so nothing there is followed through
+// a symlink.
 func prependingRC(root *provision.Root, home string) []string {
 	var out []string
-	for _, rel := range rcFiles {
-		p := path.Join(home, rel)
-		f, err := root.OpenNoFollow(p)
+	for _, rel := range rcfile.Files {
+		f, err := root.OpenNoFollow(path.Join(home, rel))
 		if err != nil {
 			continue
 		}
-		sc := bufio.NewScanner(f)
-		for n := 1; sc.Scan(); n++ {
-			if prependsLocalBin(sc.Text()) {
-				out = append(out, fmt.Sprintf("~/%s line %d", filepath.ToSlash(rel), n))
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		for _, blk := range rcfile.Find(b) {
+			if blk.Line > 0 {
+				out = append(out, fmt.Sprintf("~/%s line %d", filepath.ToSlash(rel), blk.Line))
 				break
 			}
 		}
-		f.Close()
 	}
 	return out
-}
-
-func prependsLocalBin(line string) bool {
-	l := strings.TrimSpace(line)
-	if strings.HasPrefix(l, "#") || !strings.Contains(l, ".local/bin") {
-		return false
-	}
-	if strings.Contains(l, "fish_add_path") {
-		return !strings.Contains(l, "--append") && !strings.Contains(l, "-a ")
-	}
-	i := strings.Index(l, "PATH=")
-	if i < 0 {
-		return false
-	}
-	v := strings.Trim(l[i+len("PATH="):], `"'`)
-	lb := strings.Index(v, ".local/bin")
-	pv := strings.Index(v, "$PATH")
-	if pv < 0 {
-		pv = strings.Index(v, "${PATH}")
-	}
-	return pv < 0 || lb < pv
 }

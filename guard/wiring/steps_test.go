@@ -2,32 +2,18 @@ package wiring
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
-
-func openRun(t *testing.T, dir string) *provision.Run {
-	t.Helper()
-	root, err := provision.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	run, err := provision.NewRun(context.Background(), root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return run
-}
 
 func TestStepsInstallScripts(t *testing.T) {
 	dir := t.TempDir()
-	rep := provision.Execute(openRun(t, dir), Steps())
+	rep := provision.Execute(provisiontest.Run(t, dir), Steps())
 	if rep.ExitCode() != 0 || rep.Changed != 2 {
 		t.Fatalf("first run: %+v", rep.Steps)
 	}
@@ -52,7 +38,7 @@ func TestStepsInstallScripts(t *testing.T) {
 			t.Errorf("%s content differs", p)
 		}
 	}
-	rep = provision.Execute(openRun(t, dir), Steps())
+	rep = provision.Execute(provisiontest.Run(t, dir), Steps())
 	if rep.Changed != 0 || rep.ExitCode() != 0 {
 		t.Fatalf("second run changed something: %+v", rep.Steps)
 	}

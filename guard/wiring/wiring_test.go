@@ -2,7 +2,6 @@ package wiring_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
 var bothAgents = managed.Config{Agents: []string{"claude", "codex"}}
@@ -26,22 +26,13 @@ type target struct {
 func newTarget(t *testing.T) *target {
 	t.Helper()
 	dir := t.TempDir()
-	root, err := provision.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	return &target{t, dir, root}
+	return &target{t, dir, provisiontest.Root(t, dir)}
 }
 
 // install runs the guard's and the policy steps, as cco-install does.
 func (tg *target) install() *provision.Report {
 	tg.t.Helper()
-	run, err := provision.NewRun(context.Background(), tg.root)
-	if err != nil {
-		tg.t.Fatal(err)
-	}
-	return provision.Execute(run, append(wiring.Steps(), managed.Steps(bothAgents)...))
+	return provisiontest.Execute(tg.t, tg.dir, append(wiring.Steps(), managed.Steps(bothAgents)...))
 }
 
 func (tg *target) receipt() *provision.Receipt {
@@ -196,10 +187,10 @@ func TestWiredCodex(t *testing.T) {
 	}
 }
 
-func findings(fs []wiring.Finding) string {
+func findings(fs []provision.Finding) string {
 	var b bytes.Buffer
 	for _, f := range fs {
-		b.WriteString(f.Path + ": " + f.Message + " [" + f.Fix + "]\n")
+		b.WriteString(f.Path + ": " + f.Detail + " [" + f.Fix + "]\n")
 	}
 	return b.String()
 }

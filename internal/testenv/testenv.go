@@ -37,6 +37,15 @@ func RequireRoot(t testing.TB) {
 	}
 }
 
+// GoTool is the path of the go command that runs the tests. go test puts its
+// own GOROOT/bin first on PATH, so that go is the first one there.
+func GoTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "go"
+}
+
 // Missing skips, or in CI fails, for the reason given.
 func Missing(t testing.TB, why string) {
 	t.Helper()

@@ -33,9 +33,9 @@ type token struct {
 }
 
 // tokenize splits args into options (with their values) and positional
-// arguments, up to a "--" (the rest is the prompt: Codex reads no option
-// there). Unknown options are taken to have no value; `--x=v` carries its
-// own.
+// arguments, up to a "--". The rest is the prompt, where Codex reads no
+// option. An unknown option is taken to have no value, and `--x=v` carries
+// its own.
 func tokenize(args []string) []token {
 	var out []token
 	for i := 0; i < len(args); i++ {
@@ -47,7 +47,7 @@ func tokenize(args []string) []token {
 			name, val, hasVal := strings.Cut(a[2:], "=")
 			t := token{name: name, value: val, raw: []string{a}, long: true}
 			if !hasVal && valueFlags[name] {
-				if i+1 < len(args) {
+				if hasNext(args, i) {
 					i++
 					t.value = args[i]
 					t.raw = append(t.raw, args[i])
@@ -63,7 +63,7 @@ func tokenize(args []string) []token {
 				switch {
 				case len(a) > 2: // -ck=v
 					t.value = strings.TrimPrefix(a[2:], "=")
-				case i+1 < len(args):
+				case hasNext(args, i):
 					i++
 					t.value = args[i]
 					t.raw = append(t.raw, args[i])
@@ -81,12 +81,23 @@ func tokenize(args []string) []token {
 	return out
 }
 
+// hasNext reports whether args[i+1] can be the value of the option at i.
+// Codex's parser reads "--" as the end of the options, never as a value.
+func hasNext(args []string, i int) bool {
+	return i+1 < len(args) && args[i+1] != "--"
+}
+
 // Applies reports whether a codex command line (the user's arguments after
 // the program name) is one that needs the jail's own app-server: the
 // `agents` subcommand, not asking for help or a version and not naming a
 // --remote of its own. Every other command runs Codex directly.
 func Applies(args []string) bool {
+	// Help anywhere among the options wins, even as another option's
+	// value. After "--" it is the prompt.
 	for _, a := range args {
+		if a == "--" {
+			break
+		}
 		if a == "-h" || a == "--help" {
 			return false
 		}

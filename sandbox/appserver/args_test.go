@@ -39,6 +39,8 @@ func TestApplies(t *testing.T) {
 		{"-c agents", false},
 		// After "--" everything is the prompt.
 		{"-- agents", false},
+		{"agents -- -h", true},
+		{"agents -c -- --help", true}, // "--" is no option's value
 		// The prompt "agents": a positional came first.
 		{"fix agents", false},
 	} {

@@ -197,7 +197,7 @@ func (x *extractor) member(tr *tar.Reader, h *tar.Header) error {
 			return err
 		}
 		x.add(Member{Name: name, Kind: KindDir, Mode: perm | 0o700})
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		return x.file(tr, h, name, perm|0o400)
 	case tar.TypeSymlink:
 		return x.symlink(h, name)

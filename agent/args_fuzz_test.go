@@ -1,0 +1,129 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cco-dev/cco/internal/argvfuzz"
+)
+
+// beforeDashDash is args up to the first "--", the part the rewriters own.
+func beforeDashDash(args []string) ([]string, []string) {
+	if i := slices.Index(args, "--"); i >= 0 {
+		return args[:i], args[i:]
+	}
+	return args, nil
+}
+
+func addArgSeeds(f *testing.F, seeds ...[]string) {
+	for _, s := range seeds {
+		f.Add(argvfuzz.Join(s...), true)
+		f.Add(argvfuzz.Join(s...), false)
+	}
+}
+
+// FuzzClaudeArgs checks claude's rewrite on any argv: --no-chrome comes
+// first, then the permissions bypass when asked for, each exactly once in
+// the part before "--"; --chrome never survives there; the rest is the
+// user's arguments in their order, and after "--" nothing changes.
+func FuzzClaudeArgs(f *testing.F) {
+	addArgSeeds(f, nil, []string{"--chrome"}, []string{"--chrome=yes", "-p", "hi"},
+		[]string{"--no-chrome", "--dangerously-skip-permissions", "--", "--chrome"},
+		[]string{"mcp", "add", "--chrome", "x"}, []string{"--", "--dangerously-skip-permissions"})
+	p, _ := Lookup("claude")
+	f.Fuzz(func(t *testing.T, s string, skip bool) {
+		user := argvfuzz.Split(s)
+		got := p.Args(user, Options{SkipPermissions: skip})
+		injected := []string{"--no-chrome"}
+		if skip {
+			injected = append(injected, "--dangerously-skip-permissions")
+		}
+		if len(got) < len(injected) || !slices.Equal(got[:len(injected)], injected) {
+			t.Fatalf("Args(%q) = %q: does not start with %q", user, got, injected)
+		}
+		head, tail := beforeDashDash(got)
+		_, userTail := beforeDashDash(user)
+		if !slices.Equal(tail, userTail) {
+			t.Fatalf("Args(%q) = %q: the part from -- on changed", user, got)
+		}
+		for _, a := range head[len(injected):] {
+			if a == "--chrome" || strings.HasPrefix(a, "--chrome=") || slices.Contains(injected, a) {
+				t.Fatalf("Args(%q) = %q: %q survived", user, got, a)
+			}
+		}
+		if !argvfuzz.IsSubsequence(got[len(injected):], user) {
+			t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
+		}
+	})
+}
+
+// codexFlag is one flag as Codex parses it, with its value.
+type codexFlag struct{ name, val string }
+
+// codexFlags walks args before "--" the way Codex parses them: a
+// value-taking flag written apart takes the next argument as its value,
+// never as a flag.
+func codexFlags(args []string) []codexFlag {
+	var flags []codexFlag
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			continue
+		}
+		name, val, hasVal := splitFlag(a)
+		if codexValueFlags[name] && !hasVal && i+1 < len(args) {
+			i++
+			val = args[i]
+		}
+		flags = append(flags, codexFlag{name, val})
+	}
+	return flags
+}
+
+// FuzzCodexArgs checks codex's rewrite on any argv. Before "--", no flag
+// that re-enables Codex's sandbox or approvals survives (-s/--sandbox,
+// -a/--ask-for-approval, --full-auto, a -c override of sandbox_mode or
+// approval_policy). The bypass is there exactly once unless the user named
+// a subcommand that does not take it. What remains is the user's arguments
+// in their order, and after "--" nothing changes.
+func FuzzCodexArgs(f *testing.F) {
+	addArgSeeds(f, nil, []string{"-s", "read-only"}, []string{"-sread-only"}, []string{"--sandbox=x", "exec", "hi"},
+		[]string{"-m", "-s", "hi"}, []string{"exec", "--full-auto", "-c", "sandbox_mode=x"}, []string{"login"},
+		[]string{"-c", "model=o3", "resume", "--last"}, []string{"--", "-s"}, []string{"mcp", "--", "-s"},
+		[]string{"-a", "never", "--yolo", codexBypass}, []string{"-c"}, []string{"--config=approval_policy=never"})
+	p, _ := Lookup("codex")
+	f.Fuzz(func(t *testing.T, s string, skip bool) {
+		user := argvfuzz.Split(s)
+		got := p.Args(user, Options{SkipPermissions: skip})
+		head, tail := beforeDashDash(got)
+		userHead, userTail := beforeDashDash(user)
+		if !slices.Equal(tail, userTail) {
+			t.Fatalf("Args(%q) = %q: the part from -- on changed", user, got)
+		}
+		n := 0
+		for _, fl := range codexFlags(head) {
+			switch fl.name {
+			case "-s", "--sandbox", "-a", "--ask-for-approval", "--full-auto", "--yolo":
+				t.Fatalf("Args(%q) = %q: %s survived", user, got, fl.name)
+			case "-c", "--config":
+				if codexPolicyKey().MatchString(fl.val) {
+					t.Fatalf("Args(%q) = %q: the override %q survived", user, got, fl.val)
+				}
+			case codexBypass:
+				n++
+			}
+		}
+		if n > 1 {
+			t.Fatalf("Args(%q) = %q: the bypass %d times", user, got, n)
+		}
+		if n == 0 && !slices.ContainsFunc(head, isCodexSubcommand) {
+			t.Fatalf("Args(%q) = %q: no bypass, and no subcommand that refuses it", user, got)
+		}
+		rest := slices.DeleteFunc(slices.Clone(got), func(a string) bool { return a == codexBypass })
+		userRest := slices.DeleteFunc(slices.Clone(userHead), func(a string) bool { return a == codexBypass })
+		if !argvfuzz.IsSubsequence(rest, append(userRest, userTail...)) {
+			t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
+		}
+	})
+}
