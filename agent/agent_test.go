@@ -2,6 +2,7 @@ package agent
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -179,5 +180,49 @@ func TestCodexArgsNeverLeakPolicy(t *testing.T) {
 				t.Errorf("Args(%q) = %q: bypass %d times", in, got, n)
 			}
 		}
+	}
+}
+
+// The table's derived lists: the default agents, each jail's refused
+// credentials and login files (every other profile's own), and the message
+// lists.
+func TestDerived(t *testing.T) {
+	if d := Defaults(); !reflect.DeepEqual(d, []string{"claude", "codex"}) {
+		t.Errorf("Defaults = %v", d)
+	}
+	for _, p := range All() {
+		others := p.OthersCredentials()
+		for _, c := range p.Credentials {
+			if slices.Contains(others, c) {
+				t.Errorf("%s: its own %s is among the refused", p.Name, c)
+			}
+		}
+		for _, o := range All() {
+			if o == p {
+				continue
+			}
+			for _, c := range o.Credentials {
+				if !slices.Contains(others, c) {
+					t.Errorf("%s's jail does not refuse %s's %s", p.Name, o.Name, c)
+				}
+			}
+			for _, s := range o.Secrets {
+				if !slices.Contains(p.OthersSecrets(), s) {
+					t.Errorf("%s's jail does not check %s's %s", p.Name, o.Name, s)
+				}
+			}
+		}
+		if p.Policy == "" || len(p.Egress) == 0 || len(p.Installers.HomeBins) == 0 || p.Installers.NPMPackage == "" {
+			t.Errorf("%s: incomplete profile %+v", p.Name, p)
+		}
+	}
+	if got := List([]string{"a", "b", "c"}, "or"); got != "a, b or c" {
+		t.Errorf("List = %q", got)
+	}
+	if got := List([]string{"a"}, "and"); got != "a" {
+		t.Errorf("List = %q", got)
+	}
+	if !Known("codex") || Known("aider") {
+		t.Error("Known")
 	}
 }

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bytes"
+	"github.com/cco-dev/cco/agent"
 	"os"
 	"strings"
 	"testing"
@@ -47,3 +48,6 @@ func runHook(hook string, args []string, stdin string) (int, string, string) {
 	code := Run(hook, args, strings.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
 }
+
+// agentNames are the profiles the guard answers for.
+var agentNames = agent.Names()

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -66,14 +67,26 @@ func FindBlocks(text []byte) []Block {
 			}
 			out = append(out, Block{From: i + 1, To: end + 1, Vendor: "Codex", Removable: true})
 			i = end
-		case strings.HasPrefix(l, "#") && strings.Contains(strings.ToLower(l), "claude") && i+1 < len(lines) && localBinPath.MatchString(lines[i+1]):
-			out = append(out, Block{From: i + 1, To: i + 2, Vendor: "Claude Code", Removable: true})
+		case strings.HasPrefix(l, "#") && pathComment(l) != "" && i+1 < len(lines) && localBinPath.MatchString(lines[i+1]):
+			out = append(out, Block{From: i + 1, To: i + 2, Vendor: pathComment(l), Removable: true})
 			i++
 		case !strings.HasPrefix(l, "#") && localBinPath.MatchString(l):
 			out = append(out, Block{From: i + 1, To: i + 1, Vendor: "unknown"})
 		}
 	}
 	return out
+}
+
+// pathComment names the vendor whose installer's comment line l is (a
+// profile's PathComment in it), or "".
+func pathComment(l string) string {
+	l = strings.ToLower(l)
+	for _, p := range agent.All() {
+		if p.PathComment != "" && strings.Contains(l, p.PathComment) {
+			return p.PathVendor
+		}
+	}
+	return ""
 }
 
 // removeBlocks drops the removable blocks' lines from text.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -32,7 +33,7 @@ type key struct {
 }
 
 var keys = []key{
-	{"agents", []string{"claude", "codex"}, "agents", "agents whose vendor steps run"},
+	{"agents", agent.Defaults(), "agents", "agents whose vendor steps run"},
 	{"users", []string{}, "", "accounts whose homes are checked for vendor installs, besides root and SUDO_USER"},
 	{"image", "auto", "", "image build mode: auto (container markers), yes or no"},
 	{"shared_login_dir", "", "", "a directory (mounted into devcontainers) that holds the agents' login state"},
@@ -474,8 +475,8 @@ func (c *Config) duration(name string) time.Duration {
 func (c *Config) decode() {
 	c.Agents = c.List("agents")
 	for _, a := range c.Agents {
-		if a != "claude" && a != "codex" {
-			c.bad("agents", strings.Join(c.Agents, ","), "the known agents are claude and codex")
+		if !agent.Known(a) {
+			c.bad("agents", strings.Join(c.Agents, ","), "the known agents are "+agent.List(agent.Names(), "and"))
 			c.Agents = c.List("agents")
 			break
 		}
@@ -500,17 +501,31 @@ func (c *Config) decode() {
 		c.bad("unpack_limit", c.String("unpack_limit"), "want a size such as 4GiB or 500MiB")
 		c.UnpackLimit, _ = parseSize(c.String("unpack_limit"))
 	}
-	names := []string{"claude.managed_file", "codex.foreign_policy", "image"}
+	names := []string{"claude.managed_file", "image"}
 	allowed := map[string][]string{
-		"claude.managed_file":  {"dropin", "base"},
-		"codex.foreign_policy": {"conflict", "warn"},
-		"image":                {"auto", "yes", "no"},
+		"claude.managed_file": {"dropin", "base"},
+		"image":               {"auto", "yes", "no"},
+	}
+	for _, a := range agent.Names() {
+		if k := a + ".foreign_policy"; hasKey(k) {
+			names, allowed[k] = append(names, k), []string{"conflict", "warn"}
+		}
 	}
 	for _, name := range names {
 		if v := c.String(name); !contains(allowed[name], v) {
 			c.bad(name, v, "want "+strings.Join(allowed[name], " or "))
 		}
 	}
+}
+
+// hasKey reports whether name is a configuration key.
+func hasKey(name string) bool {
+	for _, k := range keys {
+		if k.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {
