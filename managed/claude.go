@@ -31,6 +31,8 @@ type claudePolicy struct{}
 
 func (claudePolicy) steps(cfg Config) []provision.Step { return []provision.Step{newClaudeStep(cfg)} }
 
+func (claudePolicy) foreignFile() string { return "" }
+
 func (claudePolicy) wired(root *provision.Root, rc *provision.Receipt) Wiring {
 	return claudeWiring(root, rc)
 }

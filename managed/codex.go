@@ -31,6 +31,8 @@ func (codexPolicy) steps(cfg Config) []provision.Step {
 	return []provision.Step{newRequirementsStep(cfg), newManagedConfigStep(cfg)}
 }
 
+func (codexPolicy) foreignFile() string { return "requirements.toml" }
+
 func (codexPolicy) wired(root *provision.Root, rc *provision.Receipt) Wiring {
 	return codexWiring(root, rc)
 }

@@ -51,6 +51,19 @@ type handler interface {
 	steps(cfg Config) []provision.Step
 	// wired is the agent's status: does its policy wire the guard.
 	wired(root *provision.Root, rc *provision.Receipt) Wiring
+	// foreignFile names the files whose foreign copy the agent's
+	// foreign_policy decides about; "" when a foreign file is always a
+	// conflict (Claude Code's drop-in is cco's alone).
+	foreignFile() string
+}
+
+// ForeignFile is, for an agent whose policy files are owned or refused, the
+// files its <agent>.foreign_policy key is about; "" for others.
+func ForeignFile(agent string) string {
+	if h := handlerOf(agent); h != nil {
+		return h.foreignFile()
+	}
+	return ""
 }
 
 // handlers are keyed by agent.Profile.Policy; each handler's file
@@ -73,10 +86,6 @@ func handlerOf(name string) handler {
 // file it is.
 const Marker = "# Managed by cco (cco-install). Edits are reported by `cco-install status`; do not edit."
 
-// jsonMarker is the marker of a JSON file cco writes (JSON has no
-// comments): the value of its "$comment" key.
-const jsonMarker = "Managed by cco (cco-install)"
-
 // Validate checks the config and names the key and the fix for a bad value.
 func (c Config) Validate() error {
 	switch c.ClaudeManagedFile {
@@ -85,6 +94,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("claude.managed_file = %q is not valid: use %q (the default) or %q", c.ClaudeManagedFile, ClaudeDropin, ClaudeBase)
 	}
 	for _, a := range agent.Names() {
+		if v := c.ForeignPolicy[a]; v != "" && ForeignFile(a) == "" {
+			return fmt.Errorf("%s.foreign_policy: %s has no foreign policy file to decide about", a, a)
+		}
 		switch v := c.ForeignPolicy[a]; v {
 		case "", ForeignConflict, ForeignWarn:
 		default:

@@ -445,6 +445,7 @@ func TestConfig(t *testing.T) {
 		{Config{ForeignPolicy: map[string]string{"codex": "ignore"}, Agents: []string{"codex"}}, `codex.foreign_policy = "ignore" is not valid`},
 		{Config{ForeignPolicy: map[string]string{"aider": ForeignWarn}}, `a foreign policy for "aider": no such agent`},
 		{Config{Agents: []string{"aider"}}, `agent "aider" has no managed policy`},
+		{Config{ForeignPolicy: map[string]string{"claude": ForeignWarn}}, `claude.foreign_policy: claude has no foreign policy file`},
 	} {
 		dir := t.TempDir()
 		rep := apply(t, dir, Steps(c.cfg), false)

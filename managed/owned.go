@@ -70,7 +70,7 @@ func (s *ownedStep) foreign(run *provision.View, fi fs.FileInfo) (provision.Chec
 		return c, fmt.Errorf("reading the foreign %s: %w", run.Root.HostPath(path), err)
 	}
 	note := ""
-	if bytes.HasPrefix(b, []byte(Marker)) || bytes.Contains(b, []byte(jsonMarker)) {
+	if bytes.HasPrefix(b, []byte(Marker)) {
 		note = " (it carries cco's marker line, but the receipt does not list it: it was copied here, or the receipt was lost)"
 	}
 	present, snippet, perr := s.parse(path, b)

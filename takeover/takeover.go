@@ -144,12 +144,21 @@ func (s *Step) recognise(run *provision.View, p string, fi fs.FileInfo) string {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		l, err := run.Root.Readlink(p)
 		if err == nil && strings.Contains(l, "node_modules") {
-			return "an npm global install (" + l + ")"
+			return "an npm global install" + s.npmOf(l) + " (" + l + ")"
 		}
 		return ""
 	}
 	if fi.Mode().IsRegular() && p == "/usr/local/bin/"+s.Agent && IsBashSandboxShadow(run.Root, p) {
 		return "the bash claude-sandbox's shadow"
+	}
+	return ""
+}
+
+// npmOf names the vendor's npm package when the link target is inside it
+// (node_modules/<package>/...), for the report.
+func (s *Step) npmOf(target string) string {
+	if pkg := s.installers().NPMPackage; pkg != "" && strings.Contains(target, "node_modules/"+pkg+"/") {
+		return " of " + pkg
 	}
 	return ""
 }
@@ -168,7 +177,7 @@ func (s *Step) recogniseHome(h *provision.HomeView, rel string, fi fs.FileInfo) 
 		}
 	}
 	if strings.Contains(l, "node_modules") {
-		return "an npm install (" + l + ")"
+		return "an npm install" + s.npmOf(l) + " (" + l + ")"
 	}
 	return ""
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -32,7 +33,7 @@ type key struct {
 	doc  string
 }
 
-var keys = []key{
+var keys = withForeignPolicies([]key{
 	{"agents", agent.Defaults(), "agents", "agents whose vendor steps run"},
 	{"users", []string{}, "", "accounts whose homes are checked for vendor installs, besides root and SUDO_USER"},
 	{"image", "auto", "", "image build mode: auto (container markers), yes or no"},
@@ -55,11 +56,21 @@ var keys = []key{
 	{"codex.base_urls", []string{"https://releases.openai.com/codex"}, "", "Codex release stores, in order"},
 	{"codex.github_base_url", "https://github.com/openai/codex/releases/download", "", "GitHub-layout fallback downloads (empty disables)"},
 	{"codex.github_api_url", "https://api.github.com/repos/openai/codex/releases/latest", "", "GitHub API for the fallback's latest release (empty disables)"},
-	{"codex.foreign_policy", "conflict", "", "a foreign requirements.toml without the guard: conflict or warn"},
 	{"unpack_limit", "4GiB", "", "most bytes an archive may unpack to"},
 	{"download.retries", 4, "", "retries of a failed download"},
 	{"download.backoff", "1s", "", "first retry delay (doubling)"},
 	{"download.timeout", "60s", "", "per-request timeout: connect, headers, or a stalled read"},
+})
+
+// withForeignPolicies adds <agent>.foreign_policy for every agent whose
+// policy files are owned or refused (managed.ForeignFile).
+func withForeignPolicies(ks []key) []key {
+	for _, a := range agent.Names() {
+		if file := managed.ForeignFile(a); file != "" {
+			ks = append(ks, key{a + ".foreign_policy", managed.ForeignConflict, "", "a foreign " + file + " without the guard: conflict or warn"})
+		}
+	}
+	return ks
 }
 
 // Config is the effective configuration, with where each value came from.
@@ -507,8 +518,8 @@ func (c *Config) decode() {
 		"image":               {"auto", "yes", "no"},
 	}
 	for _, a := range agent.Names() {
-		if k := a + ".foreign_policy"; hasKey(k) {
-			names, allowed[k] = append(names, k), []string{"conflict", "warn"}
+		if k := a + ".foreign_policy"; knownKey(k) {
+			names, allowed[k] = append(names, k), []string{managed.ForeignConflict, managed.ForeignWarn}
 		}
 	}
 	for _, name := range names {
@@ -516,16 +527,6 @@ func (c *Config) decode() {
 			c.bad(name, v, "want "+strings.Join(allowed[name], " or "))
 		}
 	}
-}
-
-// hasKey reports whether name is a configuration key.
-func hasKey(name string) bool {
-	for _, k := range keys {
-		if k.name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func contains(list []string, s string) bool {

@@ -190,7 +190,7 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 		return nil, err
 	}
 	if len(o.rollback) > 0 {
-		agents, err := agentList("--rollback", o.rollback)
+		agents, err := agentList("--rollback", o.rollback, cfg.Agents)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +230,7 @@ func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Con
 	v.Claude.SigningFingerprint = cfg.String("claude.signing_fingerprint")
 	v.Platform = cfg.String("platform")
 	v.Upgrade = map[string]bool{}
-	up, err := agentList("--upgrade", o.upgrade)
+	up, err := agentList("--upgrade", o.upgrade, cfg.Agents)
 	if err != nil {
 		return v, err
 	}
@@ -263,20 +263,21 @@ func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Con
 func foreignPolicies(cfg *Config) map[string]string {
 	out := map[string]string{}
 	for _, a := range knownAgents {
-		if k := a + ".foreign_policy"; hasKey(k) {
+		if k := a + ".foreign_policy"; knownKey(k) {
 			out[a] = cfg.String(k)
 		}
 	}
 	return out
 }
 
-// agentList reads an --upgrade/--rollback value: an agent's name or all.
-func agentList(flag string, vals []string) ([]string, error) {
+// agentList reads an --upgrade/--rollback value: an agent's name, or all,
+// which is the agents whose vendor steps run (the agents key).
+func agentList(flag string, vals, all []string) ([]string, error) {
 	var out []string
 	for _, a := range vals {
 		switch {
 		case a == "all":
-			out = append(out, knownAgents...)
+			out = append(out, all...)
 		case agent.Known(a):
 			out = append(out, a)
 		default:
