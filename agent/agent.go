@@ -167,6 +167,38 @@ var table = map[string]*Profile{
 		HookFields: []string{"turn_id", "model"},
 		rewrite:    codexArgs,
 	},
+	// Gemini CLI is a bundled Node program; bundle/gemini.js starts with
+	// #!/usr/bin/env node, which finds node on the jail's PATH.
+	"gemini": {
+		Name:              "gemini",
+		Binary:            "/usr/libexec/cco/gemini/current/bundle/gemini.js",
+		Login:             []string{".gemini"},
+		HomeReadOnly:      []string{".gemini/settings.json"},
+		WorkspaceDir:      ".gemini",
+		WorkspaceReadOnly: []string{".gemini/settings.json"},
+		// GEMINI_SANDBOX=false wins over --sandbox and the settings (its
+		// docker/podman sandbox cannot run in the jail, which is the
+		// boundary); the system settings file cannot be used in a user's
+		// jail, where root's files are not root's (Gemini CLI skips it with
+		// a warning), so it is pointed at a path that does not exist.
+		Env:         []string{"GEMINI_SANDBOX=false", "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/nonexistent/cco/gemini-settings.json"},
+		Upgrade:     "gemini",
+		Credentials: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_ACCESS_TOKEN"},
+		Secrets: []string{".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".gemini/gemini-credentials.json",
+			".gemini/mcp-oauth-tokens.json"},
+		Egress: []string{
+			"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com",
+			"oauth2.googleapis.com", "accounts.google.com", "www.googleapis.com",
+			"aiplatform.googleapis.com",
+		},
+		Installers: Installers{
+			HomeBins:   []string{".local/bin", ".npm-global/bin"},
+			NPMPackage: "@google/gemini-cli",
+		},
+		Policy:     "gemini",
+		HookFields: []string{"timestamp"},
+		rewrite:    geminiArgs,
+	},
 }
 
 // Lookup returns the built-in profile of that name.

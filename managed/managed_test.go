@@ -85,11 +85,22 @@ matcher = "startup|resume"
 type = "command"
 command = "/usr/libexec/cco/guard/session-start"
 `
-	foreignReqMalformed = "[features]\nhooks = true\n\n[[hooks.SessionStart]\nmatcher = \"startup\"\n"
-	foreignCfgNoGuard   = "model = \"gpt-5-codex\"\n"
-	foreignCfgWithGuard = "check_for_update_on_startup = false\nmodel = \"gpt-5-codex\"\n"
-	foreignClaudeBase   = `{"permissions": {"defaultMode": "acceptEdits"}}`
-	foreignClaudeGuard  = `{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/prompt-gate claude"}]}],
+	foreignReqMalformed  = "[features]\nhooks = true\n\n[[hooks.SessionStart]\nmatcher = \"startup\"\n"
+	foreignCfgNoGuard    = "model = \"gpt-5-codex\"\n"
+	foreignCfgWithGuard  = "check_for_update_on_startup = false\nmodel = \"gpt-5-codex\"\n"
+	foreignClaudeBase    = `{"permissions": {"defaultMode": "acceptEdits"}}`
+	foreignGeminiNoGuard = `{"ui": {"theme": "GitHub"}}`
+	// Gemini CLI reads its settings with comments and trailing commas.
+	foreignGeminiWithGuard = `{
+  // the site's own settings, which already run cco's guard
+  "general": {"enableAutoUpdate": false},
+  "hooksConfig": {"enabled": true},
+  "hooks": {
+    "SessionStart": [{"hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/session-start gemini"}]}],
+    "BeforeAgent": [{"matcher": "*", "hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/prompt-gate gemini", "timeout": 5000},]}],
+  },
+}`
+	foreignClaudeGuard = `{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/prompt-gate claude"}]}],
   "SessionStart": [{"hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/session-start claude"}]}]}}`
 )
 
@@ -130,6 +141,8 @@ func TestPolicyWriters(t *testing.T) {
 	}
 	base := Config{Agents: []string{"claude"}, ClaudeManagedFile: ClaudeBase}
 	warn := Config{Agents: []string{"codex"}, ForeignPolicy: map[string]string{"codex": ForeignWarn}}
+	gem := Config{Agents: []string{"gemini"}}
+	gemWarn := Config{Agents: []string{"gemini"}, ForeignPolicy: map[string]string{"gemini": ForeignWarn}}
 	var cases []tc
 	files := []struct {
 		id, path string
@@ -140,6 +153,7 @@ func TestPolicyWriters(t *testing.T) {
 		{"policy.claude", ClaudeBasePath, base, ClaudeSettings()},
 		{"policy.codex.requirements", CodexRequirementsPath, both, CodexRequirements()},
 		{"policy.codex.managed-config", CodexManagedConfigPath, both, CodexManagedConfig()},
+		{"policy.gemini", GeminiSettingsPath, gem, GeminiSettings()},
 	}
 	for _, f := range files {
 		cases = append(cases,
@@ -149,6 +163,36 @@ func TestPolicyWriters(t *testing.T) {
 		)
 	}
 	cases = append(cases,
+		tc{name: "gemini settings foreign without the guard", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, GeminiSettingsPath, []byte(foreignGeminiNoGuard)) },
+			status: "conflict", detail: "is not cco's and does not wire cco's guard hooks and turn the auto-updater off", snippet: `"command": "/usr/libexec/cco/guard/prompt-gate gemini"`, keep: true, exit: 3},
+		tc{name: "gemini settings foreign without the guard, warn", cfg: gemWarn, id: "policy.gemini", path: GeminiSettingsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, GeminiSettingsPath, []byte(foreignGeminiNoGuard)) },
+			status: "skipped", detail: `gemini.foreign_policy = "warn"`, snippet: `"BeforeAgent"`, warning: "merge the snippet by hand", keep: true},
+		tc{name: "gemini settings foreign with the guard (JSON with comments)", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, GeminiSettingsPath, []byte(foreignGeminiWithGuard)) },
+			status: "ok", detail: "guard present (foreign file /etc/gemini-cli/settings.json)", keep: true},
+		tc{name: "gemini settings foreign with the guard but the updater on", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
+			setup: func(t *testing.T, dir string) {
+				put(t, dir, GeminiSettingsPath, []byte(strings.Replace(foreignGeminiWithGuard, `"enableAutoUpdate": false`, `"enableAutoUpdate": true`, 1)))
+			},
+			status: "conflict", detail: "does not wire cco's guard hooks and turn the auto-updater off", snippet: `"enableAutoUpdate": false`, keep: true, exit: 3},
+		tc{name: "gemini settings foreign with hooks off", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
+			setup: func(t *testing.T, dir string) {
+				put(t, dir, GeminiSettingsPath, []byte(strings.Replace(foreignGeminiWithGuard, `"enabled": true`, `"enabled": false`, 1)))
+			},
+			status: "conflict", detail: "does not wire", snippet: `"enabled": true`, keep: true, exit: 3},
+		tc{name: "gemini settings malformed", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, GeminiSettingsPath, []byte("{\n  \"general\": {,\n}\n")) },
+			status: "conflict", detail: "/etc/gemini-cli/settings.json does not parse: line 2, column", snippet: `"SessionStart"`, keep: true, exit: 3},
+		tc{name: "gemini settings directory group-writable", cfg: gem, id: "policy.gemini", path: GeminiSettingsDir + "/keep",
+			setup: func(t *testing.T, dir string) {
+				put(t, dir, GeminiSettingsDir+"/keep", []byte("x"))
+				if err := os.Chmod(filepath.Join(dir, GeminiSettingsDir), 0o775); err != nil {
+					t.Fatal(err)
+				}
+			},
+			status: "conflict", detail: "/etc/gemini-cli is writable by group or others (mode 0775), so Gemini CLI would skip", keep: true, exit: 3},
 		tc{name: "requirements foreign without the guard", cfg: both, id: "policy.codex.requirements", path: CodexRequirementsPath,
 			setup:  func(t *testing.T, dir string) { put(t, dir, CodexRequirementsPath, []byte(foreignReqNoGuard)) },
 			status: "conflict", detail: "is not cco's and does not wire cco's guard hooks", snippet: `command = "/usr/libexec/cco/guard/prompt-gate codex"`, keep: true, exit: 3},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/internal/testenv"
@@ -15,7 +16,7 @@ import (
 	"github.com/cco-dev/cco/provision"
 )
 
-var bothAgents = managed.Config{Agents: []string{"claude", "codex"}}
+var bothAgents = managed.Config{Agents: agent.Names()}
 
 type target struct {
 	t    *testing.T
