@@ -193,7 +193,8 @@ func TestGateFailsClosed(t *testing.T) {
 // Without an agent argument the guard tells the agents apart by their input.
 func TestGateInfersAgent(t *testing.T) {
 	seams(t)
-	for agent, in := range map[string]string{"claude": claudePrompt, "codex": codexPrompt} {
+	for agent, in := range map[string]string{"claude": claudePrompt, "codex": codexPrompt, "gemini": geminiPrompt, "gemini ": geminiSessionStart} {
+		agent = strings.TrimSpace(agent)
 		_, _, errOut := runHook(HookPromptGate, nil, in)
 		if !strings.Contains(errOut, "this "+agent+" ") {
 			t.Errorf("%s input: stderr %q does not name %s", agent, errOut, agent)
