@@ -36,7 +36,9 @@ func jsonOnly(t *testing.T, stdout string) map[string]any {
 func TestGeminiAnswerForm(t *testing.T) {
 	t.Run("gate inside", func(t *testing.T) {
 		seams(t)
-		probeJail = func() (*sandbox.Marker, error) { return &sandbox.Marker{Schema: 1, Agent: "gemini", Egress: "off"}, nil }
+		probeJail = func() (*sandbox.Marker, error) {
+			return &sandbox.Marker{Schema: 1, Agent: "gemini", Egress: "off"}, nil
+		}
 		code, out, errOut := runHook(HookPromptGate, []string{"gemini"}, geminiPrompt)
 		if code != 0 || out != "" || errOut != "" {
 			t.Fatalf("exit %d stdout %q stderr %q, want a silent 0", code, out, errOut)
@@ -71,7 +73,9 @@ func TestGeminiAnswerForm(t *testing.T) {
 		seams(t)
 		procDir = fakeProc(t, "bwrap", "    lo: 0 0 0\n")
 		environ = func() []string { return []string{"HOME=" + t.TempDir(), "GEMINI_API_KEY=x"} }
-		probeJail = func() (*sandbox.Marker, error) { return &sandbox.Marker{Schema: 1, Agent: "gemini", Egress: "off"}, nil }
+		probeJail = func() (*sandbox.Marker, error) {
+			return &sandbox.Marker{Schema: 1, Agent: "gemini", Egress: "off"}, nil
+		}
 		code, out, _ := runHook(HookSessionStart, []string{"gemini"}, geminiSessionStart)
 		v := jsonOnly(t, out)
 		if code != 0 || v == nil || !strings.Contains(v["systemMessage"].(string), "inside a cco jail for gemini") && !strings.Contains(v["systemMessage"].(string), "jail check FAILED") {
