@@ -3,7 +3,6 @@ package managed
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -50,38 +49,37 @@ func codexParse(present func(CodexPolicy) bool, snippet func(CodexPolicy) string
 	}
 }
 
-func newRequirementsStep(cfg Config) *ownedStep {
+// codexOwned is one of Codex's files as an ownedStep; codex refuses a policy
+// file that does not parse.
+func codexOwned(cfg Config, file *provision.File, what string) *ownedStep {
 	return &ownedStep{
-		file:      policyFile("policy.codex.requirements", "write Codex's requirements.toml with cco's guard hooks", CodexRequirementsPath, CodexRequirements()),
-		agent:     codexName,
-		policy:    cfg.foreign(codexName),
-		what:      "wire cco's guard hooks",
-		done:      "guard present",
+		file: file, agent: codexName, policy: cfg.foreign(codexName), what: what, done: "guard present",
 		syntaxFix: "fix the TOML at that line (codex refuses a policy file that does not parse), then run cco-install again",
-		parse: codexParse(func(p CodexPolicy) bool {
-			return p.Wires() && (p.FeatureHooks == nil || *p.FeatureHooks)
-		}, requirementsSnippet),
 	}
 }
 
+func newRequirementsStep(cfg Config) *ownedStep {
+	s := codexOwned(cfg, policyFile("policy.codex.requirements", "write Codex's requirements.toml with cco's guard hooks",
+		CodexRequirementsPath, CodexRequirements()), "wire cco's guard hooks")
+	s.parse = codexParse(func(p CodexPolicy) bool {
+		return p.Wires() && (p.FeatureHooks == nil || *p.FeatureHooks)
+	}, requirementsSnippet)
+	return s
+}
+
 func newManagedConfigStep(cfg Config) *ownedStep {
-	return &ownedStep{
-		file:      policyFile("policy.codex.managed-config", "write Codex's managed_config.toml that turns off its own update check", CodexManagedConfigPath, CodexManagedConfig()),
-		agent:     codexName,
-		policy:    cfg.foreign(codexName),
-		what:      "set check_for_update_on_startup = false",
-		done:      "present",
-		doneWhy:   " already sets check_for_update_on_startup = false",
-		syntaxFix: "fix the TOML at that line (codex refuses a policy file that does not parse), then run cco-install again",
-		parse: codexParse(func(p CodexPolicy) bool {
-			return p.CheckForUpdate != nil && !*p.CheckForUpdate
-		}, func(p CodexPolicy) string {
-			if p.CheckForUpdate != nil {
-				return "# change the existing top-level key to:\ncheck_for_update_on_startup = false\n"
-			}
-			return "# at the top level, before the first [table] header:\ncheck_for_update_on_startup = false\n"
-		}),
-	}
+	s := codexOwned(cfg, policyFile("policy.codex.managed-config", "write Codex's managed_config.toml that turns off its own update check",
+		CodexManagedConfigPath, CodexManagedConfig()), "set check_for_update_on_startup = false")
+	s.done, s.doneWhy = "present", " already sets check_for_update_on_startup = false"
+	s.parse = codexParse(func(p CodexPolicy) bool {
+		return p.CheckForUpdate != nil && !*p.CheckForUpdate
+	}, func(p CodexPolicy) string {
+		if p.CheckForUpdate != nil {
+			return "# change the existing top-level key to:\ncheck_for_update_on_startup = false\n"
+		}
+		return "# at the top level, before the first [table] header:\ncheck_for_update_on_startup = false\n"
+	})
+	return s
 }
 
 // requirementsSnippet is the TOML to append to a foreign requirements.toml:
@@ -184,17 +182,10 @@ func ParseCodexPolicy(path string, b []byte) (CodexPolicy, error) {
 
 // Wires reports whether the file runs both of our hooks.
 func (p CodexPolicy) Wires() bool { return p.SessionStart && p.PromptGate }
+
 func codexWiring(root *provision.Root, rc *provision.Receipt) Wiring {
-	w := Wiring{Agent: codexName, Path: CodexRequirementsPath}
-	b, err := root.ReadFile(CodexRequirementsPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		w.State = NotWiredMissing
-		w.Detail = CodexRequirementsPath + " does not exist, so codex runs no guard"
-		w.Fix = "run `sudo cco-install`"
-		return w
-	}
-	if err != nil {
-		w.State, w.Detail, w.Fix = Malformed, err.Error(), "make it readable, then run `sudo cco-install status` again"
+	w, b, ok := readWiring(root, codexName, CodexRequirementsPath)
+	if !ok {
 		return w
 	}
 	p, err := ParseCodexPolicy(CodexRequirementsPath, b)
@@ -203,24 +194,13 @@ func codexWiring(root *provision.Root, rc *provision.Receipt) Wiring {
 		w.State, w.Detail = Malformed, err.Error()
 		w.Fix = "fix the TOML syntax at that line, then run `sudo cco-install`"
 	case !p.Wires():
-		w.State = NotWiredForeign
-		w.Detail = CodexRequirementsPath + " does not wire cco's guard hooks"
-		w.Fix = "merge the snippet that `sudo cco-install` prints into it"
-		if rc.Paths[CodexRequirementsPath] != nil {
-			w.Detail = CodexRequirementsPath + " was cco's and was edited: it no longer wires the guard"
-			w.Fix = "run `sudo cco-install --force` (the edited file is kept under " + provision.StateDir + "/backups)"
-		}
+		w.notWired(rc)
 	case p.FeatureHooks != nil && !*p.FeatureHooks:
 		w.State = Defeated
 		w.Detail = CodexRequirementsPath + " sets [features] hooks = false, which turns the guard hooks off"
 		w.Fix = "set hooks = true in its [features] table"
 	default:
-		w.Active = true
-		if owned(root, rc, CodexRequirementsPath) {
-			w.State, w.Detail = WiredOurs, CodexRequirementsPath+" (cco's) wires the guard"
-		} else {
-			w.State, w.Detail = WiredForeign, "guard present (foreign file "+CodexRequirementsPath+")"
-		}
+		w.wired(root, rc)
 	}
 	return w
 }

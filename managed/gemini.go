@@ -256,16 +256,8 @@ func insecureChain(root provision.FileReader, target string) string {
 }
 
 func geminiWiring(root *provision.Root, rc *provision.Receipt) Wiring {
-	w := Wiring{Agent: geminiName, Path: GeminiSettingsPath}
-	b, err := root.ReadFile(GeminiSettingsPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		w.State = NotWiredMissing
-		w.Detail = GeminiSettingsPath + " does not exist, so gemini runs no guard"
-		w.Fix = "run `sudo cco-install`"
-		return w
-	}
-	if err != nil {
-		w.State, w.Detail, w.Fix = Malformed, err.Error(), "make it readable, then run `sudo cco-install status` again"
+	w, b, ok := readWiring(root, geminiName, GeminiSettingsPath)
+	if !ok {
 		return w
 	}
 	p, err := ParseGeminiPolicy(GeminiSettingsPath, b)
@@ -274,13 +266,7 @@ func geminiWiring(root *provision.Root, rc *provision.Receipt) Wiring {
 		w.State, w.Detail = Malformed, err.Error()
 		w.Fix = "fix the JSON at that line, then run `sudo cco-install`"
 	case !p.SessionStart || !p.PromptGate:
-		w.State = NotWiredForeign
-		w.Detail = GeminiSettingsPath + " does not wire cco's guard hooks"
-		w.Fix = "merge the snippet that `sudo cco-install` prints into it"
-		if rc.Paths[GeminiSettingsPath] != nil {
-			w.Detail = GeminiSettingsPath + " was cco's and was edited: it no longer wires the guard"
-			w.Fix = "run `sudo cco-install --force` (the edited file is kept under " + provision.StateDir + "/backups)"
-		}
+		w.notWired(rc)
 	case p.GateDisabled:
 		w.State = Defeated
 		w.Detail = GeminiSettingsPath + " names cco's gate in hooksConfig.disabled, so it does not run"
@@ -296,12 +282,7 @@ func geminiWiring(root *provision.Root, rc *provision.Receipt) Wiring {
 			w.Fix = "make it root's and not writable by group or others (chmod g-w,o-w)"
 			return w
 		}
-		w.Active = true
-		if owned(root, rc, GeminiSettingsPath) {
-			w.State, w.Detail = WiredOurs, GeminiSettingsPath+" (cco's) wires the guard"
-		} else {
-			w.State, w.Detail = WiredForeign, "guard present (foreign file "+GeminiSettingsPath+")"
-		}
+		w.wired(root, rc)
 	}
 	return w
 }

@@ -1,7 +1,9 @@
 package managed
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/provision"
@@ -61,4 +63,44 @@ func owned(root *provision.Root, rc *provision.Receipt, target string) bool {
 	}
 	sum, err := provision.HashFile(root, target)
 	return err == nil && sum == e.SHA256
+}
+
+// readWiring reads an agent's one policy file for Wired. ok is false when the
+// answer is already in w: the file is missing or unreadable.
+func readWiring(root *provision.Root, agent, path string) (w Wiring, b []byte, ok bool) {
+	w = Wiring{Agent: agent, Path: path}
+	b, err := root.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		w.State = NotWiredMissing
+		w.Detail = path + " does not exist, so " + agent + " runs no guard"
+		w.Fix = "run `sudo cco-install`"
+		return w, nil, false
+	}
+	if err != nil {
+		w.State, w.Detail, w.Fix = Malformed, err.Error(), "make it readable, then run `sudo cco-install status` again"
+		return w, nil, false
+	}
+	return w, b, true
+}
+
+// notWired is a file that does not wire the guard: a foreign file to merge
+// the snippet into, or cco's own, edited.
+func (w *Wiring) notWired(rc *provision.Receipt) {
+	w.State = NotWiredForeign
+	w.Detail = w.Path + " does not wire cco's guard hooks"
+	w.Fix = "merge the snippet that `sudo cco-install` prints into it"
+	if rc.Paths[w.Path] != nil {
+		w.Detail = w.Path + " was cco's and was edited: it no longer wires the guard"
+		w.Fix = "run `sudo cco-install --force` (the edited file is kept under " + provision.StateDir + "/backups)"
+	}
+}
+
+// wired is a file that wires the guard: cco's, or a foreign one.
+func (w *Wiring) wired(root *provision.Root, rc *provision.Receipt) {
+	w.Active = true
+	if owned(root, rc, w.Path) {
+		w.State, w.Detail = WiredOurs, w.Path+" (cco's) wires the guard"
+	} else {
+		w.State, w.Detail = WiredForeign, "guard present (foreign file "+w.Path+")"
+	}
 }
