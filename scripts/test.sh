@@ -35,6 +35,26 @@ go vet ./...
 export CCO_REQUIRE_BWRAP=1
 go test -count=1 -timeout 30m ./...
 
+# The real Gemini CLI against the guard, offline (guard TestRealGeminiBlockedUnwrapped),
+# from a pack cached between runs. Gemini CLI needs Node 20 or later, which
+# Debian 12's nodejs (18) is not: without it the step says so and is left out.
+gemini_pack_version=0.61.0
+gemini_cache=/var/cache/cco-packs
+if command -v node >/dev/null && command -v npm >/dev/null &&
+  [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ]; then
+  pack="$gemini_cache/google-gemini-cli-$gemini_pack_version.tgz"
+  if [ ! -f "$pack" ]; then
+    mkdir -p "$gemini_cache"
+    (cd "$gemini_cache" && npm pack --silent "@google/gemini-cli@$gemini_pack_version" >/dev/null)
+  fi
+  gemini_pkg=$(mktemp -d)
+  tar -xzf "$pack" -C "$gemini_pkg"
+  CCO_GEMINI_PACKAGE="$gemini_pkg/package" go test -count=1 -run '^TestRealGeminiBlockedUnwrapped$' ./guard/
+  rm -rf "$gemini_pkg"
+else
+  echo "NOTE: the real Gemini CLI guard test did not run: it needs node 20 or later and npm (NodeSource's nodejs)" >&2
+fi
+
 # The extractor's fuzz targets, seeded with hostile archives, for a short
 # budget (a short -fuzzminimizetime keeps a find from eating the budget).
 for target in FuzzExtractTar FuzzExtract; do
