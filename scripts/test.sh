@@ -35,8 +35,10 @@ go vet ./...
 export CCO_REQUIRE_BWRAP=1
 go test -count=1 -timeout 30m ./...
 
-# The real Gemini CLI against the guard, offline (guard TestRealGeminiBlockedUnwrapped),
-# from a pack cached between runs. Gemini CLI needs Node 20 or later, which
+# The real Gemini CLI, offline, from a pack cached between runs: unwrapped,
+# the guard blocks it (guard), and through the shadow it reaches the model
+# call, which the jail's network stops (cmd/shadow). Unpacked under /var/lib:
+# the jail's /tmp is its own. Gemini CLI needs Node 20 or later, which
 # Debian 12's nodejs (18) is not: without it the step says so and is left out.
 gemini_pack_version=0.61.0
 gemini_cache=/var/cache/cco-packs
@@ -47,12 +49,13 @@ if command -v node >/dev/null && command -v npm >/dev/null &&
     mkdir -p "$gemini_cache"
     (cd "$gemini_cache" && npm pack --silent "@google/gemini-cli@$gemini_pack_version" >/dev/null)
   fi
-  gemini_pkg=$(mktemp -d)
+  gemini_pkg=$(mktemp -d /var/lib/cco-gemini-XXXXXX)
+  chmod 755 "$gemini_pkg"
   tar -xzf "$pack" -C "$gemini_pkg"
-  CCO_GEMINI_PACKAGE="$gemini_pkg/package" go test -count=1 -run '^TestRealGeminiBlockedUnwrapped$' ./guard/
+  CCO_GEMINI_PACKAGE="$gemini_pkg/package" go test -count=1 -run '^TestRealGemini' ./guard/ ./cmd/shadow/
   rm -rf "$gemini_pkg"
 else
-  echo "NOTE: the real Gemini CLI guard test did not run: it needs node 20 or later and npm (NodeSource's nodejs)" >&2
+  echo "NOTE: the real Gemini CLI tests did not run: they need node 20 or later and npm (NodeSource's nodejs)" >&2
 fi
 
 # The extractor's fuzz targets, seeded with hostile archives, for a short
