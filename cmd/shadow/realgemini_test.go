@@ -1,35 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cco-dev/cco/internal/testenv"
 )
-
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The real Gemini CLI (CCO_GEMINI_PACKAGE, an unpacked @google/gemini-cli)
 // through the shadow, as an unprivileged user, with egress off: Gemini's own
@@ -67,8 +47,15 @@ func TestRealGeminiThroughTheShadow(t *testing.T) {
 	c := w.cmd(root, "gemini", w.ws, "-p", "hello")
 	c.Env = append(c.Env, "GEMINI_API_KEY=dummy-key-for-an-offline-test", "NO_COLOR=1")
 	c.SysProcAttr.Setpgid = true
-	var out lockedBuffer
-	c.Stdout, c.Stderr, c.Stdin = &out, &out, strings.NewReader("")
+	// The output goes to a file, which the test reads while gemini runs.
+	outPath := filepath.Join(w.base, "gemini.out")
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	output := func() string { b, _ := os.ReadFile(outPath); return string(b) }
+	c.Stdout, c.Stderr, c.Stdin = outFile, outFile, strings.NewReader("")
 	defer testenv.Launching(t)()
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -88,7 +75,7 @@ wait:
 		case <-deadline:
 			break wait
 		case <-tick.C:
-			if strings.Contains(out.String(), "fetch failed") {
+			if strings.Contains(output(), "fetch failed") {
 				break wait
 			}
 		}
@@ -98,7 +85,7 @@ wait:
 	case <-done:
 	case <-time.After(10 * time.Second):
 	}
-	text := out.String()
+	text := output()
 	if !strings.Contains(text, "fetch failed") {
 		t.Fatalf("gemini did not get as far as the model call:\n%s", text)
 	}
