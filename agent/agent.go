@@ -1,8 +1,12 @@
 // Package agent is the closed table of agent profiles: the only place that
-// knows how claude differs from codex. A profile names the vendor binary, the
-// home paths that carry the agent's login, what to mask and re-bind read-only,
-// the environment the jail sets, and how the user's arguments are rewritten
-// (flags stripped and injected). Adding an agent is adding a table entry.
+// knows how one agent differs from another. A profile names the vendor
+// binary, the home paths that carry the agent's login, what to mask and
+// re-bind read-only, the environment the jail sets, the agent's credential
+// variables and endpoints, how its vendor's installers are recognised, which
+// policy handler wires the guard for it, and how the user's arguments are
+// rewritten (flags stripped and injected). Every other package iterates
+// Names() and reads the profile: adding an agent is adding a table entry
+// (and its vendor source and policy handler).
 package agent
 
 import (
@@ -47,8 +51,55 @@ type Profile struct {
 	Watched []string
 	// Upgrade is the agent's name for `cco-install --upgrade`.
 	Upgrade string
+	// Default: the agent is in the `agents` key's default.
+	Default bool
+	// Credentials are the environment variables that carry this agent's
+	// login. The verifier accepts them in this agent's jail and reports them
+	// in any other's.
+	Credentials []string
+	// Secrets are the home files that hold this agent's login: no other
+	// agent's jail may read them.
+	Secrets []string
+	// Egress are the vendor's endpoints, the agent's part of the egress
+	// allowlist (host rules as egress_allow takes them).
+	Egress []string
+	// Installers are the vendor's own installs that take-over moves out of
+	// the shadow's way.
+	Installers Installers
+	// AppServer: some invocations need the in-jail app-server helper
+	// (appserver.Applies decides which).
+	AppServer bool
+	// Policy names the handler that writes and reads the vendor's managed
+	// policy files (package policy).
+	Policy string
+	// HookFields are keys of the hook JSON that only this agent sends: the
+	// guard, called without an agent name, tells the agents apart by them
+	// (the profile with none is the fallback).
+	HookFields []string
+	// PathComment is a word that the vendor installer's comment line
+	// carries before the ~/.local/bin PATH line it adds to a shell rc file
+	// ("" when the vendor marks its block otherwise, or adds none).
+	PathComment string
+	// PathVendor is the vendor's name as take-over reports its PATH block.
+	PathVendor string
 
 	rewrite func(args []string, o Options) []string
+}
+
+// Installers describes where a vendor's own installers put the agent's
+// command and how to tell their work from anything else.
+type Installers struct {
+	// HomeBins are home directories (home-relative) where an installer
+	// puts the command: ~/.local/bin for the native installers and for
+	// npm with prefix ~/.local, ~/.npm-global/bin for npm's usual per-user
+	// prefix.
+	HomeBins []string
+	// HomeLinks are {substring, what}: a command in HomeBins that links to
+	// a target containing substring is that installer's ("what" names it).
+	HomeLinks [][2]string
+	// NPMPackage is the vendor's npm package: a command linking into
+	// node_modules/<NPMPackage> is an npm install of it.
+	NPMPackage string
 }
 
 // Options are the sandbox.toml settings that change the agent's arguments.
@@ -75,7 +126,22 @@ var table = map[string]*Profile{
 		CarryOver:         [][2]string{{".claude.json", ".claude/.claude.json"}},
 		Watched:           []string{".claude/.claude.json"},
 		Upgrade:           "claude",
-		rewrite:           claudeArgs,
+		Default:           true,
+		Credentials:       []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
+		Secrets:           []string{".claude/.credentials.json", ".claude.json", ".claude/.claude.json"},
+		Egress: []string{
+			"api.anthropic.com", "console.anthropic.com", "statsig.anthropic.com",
+			"claude.ai", "platform.claude.com",
+		},
+		Installers: Installers{
+			HomeBins:   []string{".local/bin"},
+			HomeLinks:  [][2]string{{".local/share/claude/versions/", "Claude Code's native installer"}},
+			NPMPackage: "@anthropic-ai/claude-code",
+		},
+		Policy:      "claude",
+		PathComment: "claude",
+		PathVendor:  "Claude Code",
+		rewrite:     claudeArgs,
 	},
 	"codex": {
 		Name:              "codex",
@@ -87,7 +153,51 @@ var table = map[string]*Profile{
 		WorkspaceReadOnly: []string{".codex/config.toml"},
 		Env:               []string{"CODEX_UPDATE_DISABLED=1"},
 		Upgrade:           "codex",
-		rewrite:           codexArgs,
+		Default:           true,
+		Credentials:       []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
+		Secrets:           []string{".codex/auth.json"},
+		Egress:            []string{"api.openai.com", "auth.openai.com", "chatgpt.com", "*.chatgpt.com"},
+		Installers: Installers{
+			HomeBins:   []string{".local/bin"},
+			HomeLinks:  [][2]string{{".codex/packages/standalone/", "Codex's standalone installer"}},
+			NPMPackage: "@openai/codex",
+		},
+		AppServer:  true,
+		Policy:     "codex",
+		HookFields: []string{"turn_id", "model"},
+		rewrite:    codexArgs,
+	},
+	// Gemini CLI is a bundled Node program; bundle/gemini.js starts with
+	// #!/usr/bin/env node, which finds node on the jail's PATH.
+	"gemini": {
+		Name:              "gemini",
+		Binary:            "/usr/libexec/cco/gemini/current/bundle/gemini.js",
+		Login:             []string{".gemini"},
+		HomeReadOnly:      []string{".gemini/settings.json"},
+		WorkspaceDir:      ".gemini",
+		WorkspaceReadOnly: []string{".gemini/settings.json"},
+		// GEMINI_SANDBOX=false wins over --sandbox and the settings (its
+		// docker/podman sandbox cannot run in the jail, which is the
+		// boundary); the system settings file cannot be used in a user's
+		// jail, where root's files are not root's (Gemini CLI skips it with
+		// a warning), so it is pointed at a path that does not exist.
+		Env:         []string{"GEMINI_SANDBOX=false", "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/nonexistent/cco/gemini-settings.json"},
+		Upgrade:     "gemini",
+		Credentials: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_ACCESS_TOKEN"},
+		Secrets: []string{".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".gemini/gemini-credentials.json",
+			".gemini/mcp-oauth-tokens.json"},
+		Egress: []string{
+			"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com",
+			"oauth2.googleapis.com", "accounts.google.com", "www.googleapis.com",
+			"aiplatform.googleapis.com",
+		},
+		Installers: Installers{
+			HomeBins:   []string{".local/bin", ".npm-global/bin"},
+			NPMPackage: "@google/gemini-cli",
+		},
+		Policy:     "gemini",
+		HookFields: []string{"timestamp"},
+		rewrite:    geminiArgs,
 	},
 }
 
@@ -124,6 +234,78 @@ func Select(base string, getenv func(string) (string, bool)) (*Profile, error) {
 		return nil, fmt.Errorf("%q is not a built-in agent (one of %s)", base, strings.Join(Names(), ", "))
 	}
 	return p, nil
+}
+
+// All is every profile, in Names order.
+func All() []*Profile {
+	out := make([]*Profile, 0, len(table))
+	for _, n := range Names() {
+		out = append(out, table[n])
+	}
+	return out
+}
+
+// Defaults are the agents the `agents` key names when unset.
+func Defaults() []string {
+	var out []string
+	for _, p := range All() {
+		if p.Default {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// Known reports whether name is a built-in profile.
+func Known(name string) bool {
+	_, ok := table[name]
+	return ok
+}
+
+// List is the names joined for a message with conj ("or", "and"):
+// "a, b or c".
+func List(names []string, conj string) string {
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " " + conj + " " + names[len(names)-1]
+}
+
+// OthersCredentials are the credential variables of every profile but p:
+// what p's jail must not carry.
+func (p *Profile) OthersCredentials() []string {
+	var out []string
+	for _, o := range All() {
+		if o != p {
+			out = append(out, o.Credentials...)
+		}
+	}
+	return out
+}
+
+// OthersSecrets are the login files of every profile but p that p's jail
+// must not show.
+func (p *Profile) OthersSecrets() []string {
+	var out []string
+	for _, o := range All() {
+		if o != p {
+			out = append(out, o.Secrets...)
+		}
+	}
+	return out
+}
+
+// LoginDirs is every profile's Login, in Names order: the home trees that
+// hold some agent's login.
+func LoginDirs() []string {
+	var out []string
+	for _, p := range All() {
+		out = append(out, p.Login...)
+	}
+	return out
 }
 
 // WorkspaceDirs is every profile's WorkspaceDir, in table order.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,9 @@ func TestSelect(t *testing.T) {
 		{base: "codex", want: "codex"},
 		{base: "claude", sel: "codex", want: "codex"},
 		{base: "codex", sel: "claude", want: "claude"},
-		{base: "gemini", err: `"gemini" is not a built-in agent`},
+		{base: "gemini", want: "gemini"},
+		{base: "claude", sel: "gemini", want: "gemini"},
+		{base: "aider", err: `"aider" is not a built-in agent`},
 		{base: "claude", sel: "/tmp/evil", err: `CCO_AGENT="/tmp/evil" is not a built-in agent`},
 		{base: "claude", sel: "../codex", err: `CCO_AGENT="../codex"`},
 	} {
@@ -49,14 +52,14 @@ func TestTableShape(t *testing.T) {
 		!reflect.DeepEqual(x.Env, []string{"CODEX_UPDATE_DISABLED=1"}) {
 		t.Fatalf("env: %v %v", c.Env, x.Env)
 	}
-	if !reflect.DeepEqual(Names(), []string{"claude", "codex"}) {
+	if !reflect.DeepEqual(Names(), []string{"claude", "codex", "gemini"}) {
 		t.Fatalf("names %v", Names())
 	}
 	ws := WorkspaceReadOnly()
-	if d := WorkspaceDirs(); !reflect.DeepEqual(d, []string{".claude", ".codex"}) {
+	if d := WorkspaceDirs(); !reflect.DeepEqual(d, []string{".claude", ".codex", ".gemini"}) {
 		t.Errorf("WorkspaceDirs = %v", d)
 	}
-	for _, want := range []string{".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml"} {
+	for _, want := range []string{".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml", ".gemini/settings.json"} {
 		found := false
 		for _, w := range ws {
 			found = found || w == want
@@ -95,6 +98,68 @@ func TestClaudeArgs(t *testing.T) {
 }
 
 const B = codexBypass
+
+// The gemini profile: the shadow's name, the login state with its settings
+// read-only, Gemini's own sandbox off and the system settings file out of
+// the jail, its credentials and endpoints, and no default install.
+func TestGeminiProfile(t *testing.T) {
+	g, ok := Lookup("gemini")
+	if !ok {
+		t.Fatal("no gemini profile")
+	}
+	if g.Binary != "/usr/libexec/cco/gemini/current/bundle/gemini.js" || g.Default || g.AppServer || g.Policy != "gemini" {
+		t.Errorf("profile %+v", g)
+	}
+	if !reflect.DeepEqual(g.Login, []string{".gemini"}) || !reflect.DeepEqual(g.HomeReadOnly, []string{".gemini/settings.json"}) {
+		t.Errorf("login %v, read-only %v", g.Login, g.HomeReadOnly)
+	}
+	for _, e := range []string{"GEMINI_SANDBOX=false", "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/nonexistent/cco/gemini-settings.json"} {
+		if !slices.Contains(g.Env, e) {
+			t.Errorf("env %v lacks %s", g.Env, e)
+		}
+	}
+	for _, c := range []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"} {
+		if !slices.Contains(g.Credentials, c) {
+			t.Errorf("credentials %v lack %s", g.Credentials, c)
+		}
+	}
+	if slices.Contains(g.OthersCredentials(), "GEMINI_API_KEY") || !slices.Contains(g.OthersCredentials(), "OPENAI_API_KEY") {
+		t.Errorf("refused in gemini's jail: %v", g.OthersCredentials())
+	}
+	for _, h := range []string{"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "accounts.google.com"} {
+		if !slices.Contains(g.Egress, h) {
+			t.Errorf("egress %v lacks %s", g.Egress, h)
+		}
+	}
+	if d := Defaults(); slices.Contains(d, "gemini") {
+		t.Errorf("gemini is a default agent: %v", d)
+	}
+}
+
+func TestGeminiArgs(t *testing.T) {
+	g, _ := Lookup("gemini")
+	for _, tc := range []struct {
+		name     string
+		in, want []string
+	}{
+		{"interactive", nil, []string{}},
+		{"interactive prompt", []string{"fix it"}, []string{"fix it"}},
+		{"-s", []string{"-s", "hi"}, []string{"hi"}},
+		{"--sandbox", []string{"--sandbox", "-m", "x"}, []string{"-m", "x"}},
+		{"--sandbox=true", []string{"--sandbox=true"}, []string{}},
+		{"headless", []string{"-p", "hello"}, []string{"--skip-trust", "-p", "hello"}},
+		{"headless =", []string{"--prompt=hello", "-s"}, []string{"--skip-trust", "--prompt=hello"}},
+		{"headless glued", []string{"-phello"}, []string{"--skip-trust", "-phello"}},
+		{"headless trust given", []string{"--skip-trust", "-p", "x"}, []string{"--skip-trust", "-p", "x"}},
+		{"a prompt that looks like a flag", []string{"-p", "-s"}, []string{"--skip-trust", "-p", "-s"}},
+		{"a model that looks like a flag", []string{"-m", "-p"}, []string{"-m", "-p"}},
+		{"after --", []string{"-p", "x", "--", "-s"}, []string{"--skip-trust", "-p", "x", "--", "-s"}},
+	} {
+		if got := g.Args(tc.in, Options{}); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Args(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
 
 func TestCodexArgs(t *testing.T) {
 	x, _ := Lookup("codex")
@@ -179,5 +244,49 @@ func TestCodexArgsNeverLeakPolicy(t *testing.T) {
 				t.Errorf("Args(%q) = %q: bypass %d times", in, got, n)
 			}
 		}
+	}
+}
+
+// The table's derived lists: the default agents, each jail's refused
+// credentials and login files (every other profile's own), and the message
+// lists.
+func TestDerived(t *testing.T) {
+	if d := Defaults(); !reflect.DeepEqual(d, []string{"claude", "codex"}) {
+		t.Errorf("Defaults = %v", d)
+	}
+	for _, p := range All() {
+		others := p.OthersCredentials()
+		for _, c := range p.Credentials {
+			if slices.Contains(others, c) {
+				t.Errorf("%s: its own %s is among the refused", p.Name, c)
+			}
+		}
+		for _, o := range All() {
+			if o == p {
+				continue
+			}
+			for _, c := range o.Credentials {
+				if !slices.Contains(others, c) {
+					t.Errorf("%s's jail does not refuse %s's %s", p.Name, o.Name, c)
+				}
+			}
+			for _, s := range o.Secrets {
+				if !slices.Contains(p.OthersSecrets(), s) {
+					t.Errorf("%s's jail does not check %s's %s", p.Name, o.Name, s)
+				}
+			}
+		}
+		if p.Policy == "" || len(p.Egress) == 0 || len(p.Installers.HomeBins) == 0 || p.Installers.NPMPackage == "" {
+			t.Errorf("%s: incomplete profile %+v", p.Name, p)
+		}
+	}
+	if got := List([]string{"a", "b", "c"}, "or"); got != "a, b or c" {
+		t.Errorf("List = %q", got)
+	}
+	if got := List([]string{"a"}, "and"); got != "a" {
+		t.Errorf("List = %q", got)
+	}
+	if !Known("codex") || Known("aider") {
+		t.Error("Known")
 	}
 }

@@ -169,3 +169,50 @@ func splitFlag(a string) (name, val string, hasVal bool) {
 	}
 	return a, "", false
 }
+
+// geminiArgs strips the flags that ask for Gemini CLI's own sandbox
+// (-s, --sandbox, --sandbox=...; GEMINI_SANDBOX=false in the jail's env
+// overrides them anyway, and a sandbox the jail cannot run is no use) and,
+// for a headless run (-p/--prompt), injects --skip-trust: headless Gemini
+// refuses an untrusted folder before any hook runs, and the jail confines
+// what a workspace's settings run. An interactive run keeps Gemini's own
+// trust dialog, as Claude Code's does. Nothing after "--" is touched.
+func geminiArgs(user []string, _ Options) []string {
+	out := make([]string, 0, len(user)+1)
+	headless, trust := false, false
+	for i := 0; i < len(user); i++ {
+		a := user[i]
+		if a == "--" {
+			out = append(out, user[i:]...)
+			break
+		}
+		name, _, hasVal := splitFlag(a)
+		switch {
+		case a == "-s" || name == "--sandbox":
+			continue
+		case name == "--skip-trust":
+			trust = true
+		case name == "-p" || name == "--prompt":
+			headless = true
+		}
+		out = append(out, a)
+		if geminiValueFlags[name] && !hasVal && i+1 < len(user) {
+			i++
+			out = append(out, user[i])
+		}
+	}
+	if headless && !trust {
+		out = append([]string{"--skip-trust"}, out...)
+	}
+	return out
+}
+
+// geminiValueFlags take a value in the next argument unless written with
+// "=" (or glued, for short flags): a value such as `-p -s` is the prompt,
+// not a flag.
+var geminiValueFlags = map[string]bool{
+	"-m": true, "--model": true, "-p": true, "--prompt": true, "-i": true, "--prompt-interactive": true,
+	"--approval-mode": true, "--policy": true, "--admin-policy": true, "--allowed-mcp-server-names": true,
+	"--allowed-tools": true, "-e": true, "--extensions": true, "--session-file": true, "--session-id": true,
+	"--include-directories": true, "-o": true, "--output-format": true,
+}

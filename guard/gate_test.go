@@ -2,6 +2,7 @@ package guard
 
 import (
 	"encoding/json"
+	"github.com/cco-dev/cco/agent"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,7 @@ func seams(t *testing.T) (root string) {
 		probeJail, sysRoot, hatchPath, pathEnv, procDir, environ = oldProbe, oldRoot, oldHatch, oldPath, oldProc, oldEnv
 	})
 	root = t.TempDir()
-	for _, a := range Agents {
+	for _, a := range agent.Names() {
 		writeExe(t, filepath.Join(root, ShadowDir, a))
 	}
 	sysRoot = root
@@ -42,7 +43,7 @@ func writeExe(t *testing.T, p string) {
 // The test process itself is outside any jail: the real probe must say so,
 // and the gate must block with the agent's form and the fix.
 func TestGateBlocksOutside(t *testing.T) {
-	for _, agent := range Agents {
+	for _, agent := range agentNames {
 		t.Run(agent, func(t *testing.T) {
 			seams(t)
 			_, prompt := inputs(agent)
@@ -83,7 +84,7 @@ func TestGateForgedEnvStillBlocked(t *testing.T) {
 
 func TestGateEscapeHatch(t *testing.T) {
 	testenv.RequireRoot(t) // the hatch counts only when root owns it
-	for _, agent := range Agents {
+	for _, agent := range agentNames {
 		t.Run(agent, func(t *testing.T) {
 			seams(t)
 			if err := os.WriteFile(hatchPath, nil, 0o644); err != nil {
@@ -192,7 +193,8 @@ func TestGateFailsClosed(t *testing.T) {
 // Without an agent argument the guard tells the agents apart by their input.
 func TestGateInfersAgent(t *testing.T) {
 	seams(t)
-	for agent, in := range map[string]string{"claude": claudePrompt, "codex": codexPrompt} {
+	for agent, in := range map[string]string{"claude": claudePrompt, "codex": codexPrompt, "gemini": geminiPrompt, "gemini ": geminiSessionStart} {
+		agent = strings.TrimSpace(agent)
 		_, _, errOut := runHook(HookPromptGate, nil, in)
 		if !strings.Contains(errOut, "this "+agent+" ") {
 			t.Errorf("%s input: stderr %q does not name %s", agent, errOut, agent)

@@ -16,8 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox"
 )
 
@@ -32,7 +32,7 @@ const (
 	// HelperPath is the shadow binary's helper name; the scripts run
 	// `HelperPath guard <hook> <agent>`.
 	HelperPath = "/usr/libexec/cco/sandbox-helper"
-	// ShadowDir is where the shadow is installed as claude and codex.
+	// ShadowDir is where the shadow is installed under every agent's name.
 	ShadowDir = "/usr/local/bin"
 	// AllowUnwrappedPath is the operator's escape hatch: when this root-owned
 	// file exists, the gate warns instead of blocking.
@@ -44,9 +44,6 @@ const (
 	HookSessionStart = "session-start"
 	HookPromptGate   = "prompt-gate"
 )
-
-// Agents are the agents the guard knows how to answer.
-var Agents = []string{"claude", "codex"}
 
 // maxInput bounds what the hook reads from stdin: a prompt may be large, but
 // not unbounded.
@@ -64,17 +61,15 @@ func ScriptPath(hook string) string {
 	return Dir + "/" + hook
 }
 
-// hookInput is the part of the agents' hook JSON that the guard uses. Both
-// agents send session_id, cwd and hook_event_name; only Codex sends turn_id
-// and model, which is how an argument-less call is told apart.
+// hookInput is the part of the agents' hook JSON that the guard uses. Every
+// agent sends session_id, cwd and hook_event_name; the keys only one agent
+// sends (its profile's HookFields) tell an argument-less call apart.
 type hookInput struct {
 	SessionID     string `json:"session_id"`
 	HookEventName string `json:"hook_event_name"`
 	Cwd           string `json:"cwd"`
 	Source        string `json:"source"`
 	Prompt        string `json:"prompt"`
-	TurnID        string `json:"turn_id"`
-	Model         string `json:"model"`
 }
 
 // Test seams: where the guard looks. Production never changes them; no
@@ -137,33 +132,46 @@ func readInput(args []string, stdin io.Reader) (hookInput, string, error) {
 	if len(b) > maxInput {
 		return in, "", fmt.Errorf("the hook input is larger than %d bytes", maxInput)
 	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return in, "", fmt.Errorf("the hook input is not the JSON object the agents send (%v)", err)
+	}
 	if err := json.Unmarshal(b, &in); err != nil {
 		return in, "", fmt.Errorf("the hook input is not the JSON object the agents send (%v)", err)
 	}
-	agent := ""
+	name := ""
 	if len(args) == 1 {
-		agent = args[0]
-	} else if in.TurnID != "" || in.Model != "" {
-		agent = "codex"
+		name = args[0]
 	} else {
-		agent = "claude"
+		name = inferAgent(keys)
 	}
-	if !knownAgent(agent) {
-		return in, "", fmt.Errorf("unknown agent %q (want %s)", agent, strings.Join(Agents, " or "))
+	if !agent.Known(name) {
+		return in, "", fmt.Errorf("unknown agent %q (want %s)", name, agent.List(agent.Names(), "or"))
 	}
-	return in, agent, nil
+	return in, name, nil
 }
 
-func knownAgent(a string) bool {
-	for _, k := range Agents {
-		if a == k {
-			return true
+// inferAgent names the agent whose HookFields the input carries, else the
+// profile that has none.
+func inferAgent(keys map[string]json.RawMessage) string {
+	fallback := ""
+	for _, p := range agent.All() {
+		if len(p.HookFields) == 0 {
+			if fallback == "" {
+				fallback = p.Name
+			}
+			continue
+		}
+		for _, f := range p.HookFields {
+			if v, ok := keys[f]; ok && string(v) != "null" && string(v) != `""` {
+				return p.Name
+			}
 		}
 	}
-	return false
+	return fallback
 }
 
-// systemMessage writes the JSON form both agents show to the user.
+// systemMessage writes the JSON form every agent shows to the user.
 func systemMessage(w io.Writer, msg string) {
 	b, _ := json.Marshal(struct {
 		SystemMessage string `json:"systemMessage"`

@@ -136,7 +136,7 @@ func sysMsg(t *testing.T, out string) string {
 }
 
 func TestJailAllowsAndVerifies(t *testing.T) {
-	for _, agent := range Agents {
+	for _, agent := range agentNames {
 		t.Run(agent, func(t *testing.T) {
 			j := realJail(agent)
 			start, prompt := inputs(agent)

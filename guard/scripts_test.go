@@ -82,7 +82,7 @@ func TestScriptRunsRealHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{helperEnv + "=1", "CCO_GUARD_TEST_HATCH=" + filepath.Join(t.TempDir(), "none")}
-	for _, agent := range Agents {
+	for _, agent := range agentNames {
 		start, prompt := inputs(agent)
 		code, _, errOut := runScript(t, HookPromptGate, exe, env, prompt, agent)
 		if code != 2 || !strings.Contains(errOut, "cco guard: blocked: this "+agent) {

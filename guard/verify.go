@@ -9,11 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox"
 )
 
@@ -107,16 +109,11 @@ func checkReadOnlyRoot(*sandbox.Marker, map[string]string) error {
 	return nil
 }
 
-// masks are the home directories each profile hides behind an empty tmpfs.
-var masks = map[string][]string{
-	"claude": {".local/share/claude"},
-	"codex":  {".codex/packages"},
-}
-
-// otherLogins are the files that hold the other agent's login.
-var otherLogins = map[string][]string{
-	"claude": {".codex/auth.json"},
-	"codex":  {".claude/.credentials.json", ".claude.json", ".claude/.claude.json"},
+// profile is the marker's agent's profile (nil for a name the table does
+// not know: the checks then expect nothing of it).
+func profile(m *sandbox.Marker) *agent.Profile {
+	p, _ := agent.Lookup(m.Agent)
+	return p
 }
 
 func home(env map[string]string) (string, error) {
@@ -132,7 +129,11 @@ func checkMasks(m *sandbox.Marker, env map[string]string) error {
 	if err != nil {
 		return err
 	}
-	for _, rel := range masks[m.Agent] {
+	p := profile(m)
+	if p == nil {
+		return fmt.Errorf("the marker names agent %q, which this guard does not know", m.Agent)
+	}
+	for _, rel := range p.Masks {
 		p := filepath.Join(h, rel)
 		ents, err := os.ReadDir(p)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -153,7 +154,11 @@ func checkOtherLogin(m *sandbox.Marker, env map[string]string) error {
 	if err != nil {
 		return err
 	}
-	for _, rel := range otherLogins[m.Agent] {
+	p := profile(m)
+	if p == nil {
+		return fmt.Errorf("the marker names agent %q, which this guard does not know", m.Agent)
+	}
+	for _, rel := range p.OthersSecrets() {
 		p := filepath.Join(h, rel)
 		if f, err := os.Open(p); err == nil {
 			f.Close()
@@ -171,16 +176,14 @@ var hostTokens = []string{
 	"AZURE_CLIENT_SECRET", "VAULT_TOKEN",
 }
 
-// ownCredentials are the agent's own login variables, which a jail may pass.
-var ownCredentials = map[string][]string{
-	"claude": {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
-	"codex":  {"OPENAI_API_KEY", "CODEX_API_KEY"},
-}
-
+// checkEnvTokens: the agent's own credential variables (its profile's
+// Credentials) may be passed; host tokens and every other agent's may not.
 func checkEnvTokens(m *sandbox.Marker, env map[string]string) error {
 	own := map[string]bool{}
-	for _, k := range ownCredentials[m.Agent] {
-		own[k] = true
+	if p := profile(m); p != nil {
+		for _, k := range p.Credentials {
+			own[k] = true
+		}
 	}
 	var leaked []string
 	for k := range env {
@@ -204,11 +207,9 @@ func isHostToken(k string) bool {
 			return true
 		}
 	}
-	for _, creds := range ownCredentials {
-		for _, c := range creds {
-			if k == c {
-				return true // the other agent's: the caller skipped our own
-			}
+	for _, p := range agent.All() {
+		if slices.Contains(p.Credentials, k) {
+			return true // another agent's: the caller skipped our own
 		}
 	}
 	for _, suf := range []string{"_TOKEN", "_SECRET", "_PASSWORD", "_API_KEY"} {

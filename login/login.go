@@ -1,8 +1,10 @@
 // Package login links the agents' login state into a shared directory, for
 // devcontainers that mount one host directory holding the users' logins:
-// ~/.claude, ~/.claude.json and ~/.codex become links into the user's own
-// <dir>/<user>/, owned by the user with mode 0700, so that one user's login
-// is never linked into another's home. Forge tokens never go there.
+// every agent's login directories (its profile's Login) and the host files
+// the jail carries over into them (~/.claude.json) become links into the
+// user's own <dir>/<user>/, owned by the user with mode 0700, so that one
+// user's login is never linked into another's home. Forge tokens never go
+// there.
 package login
 
 import (
@@ -15,14 +17,30 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/provision"
 )
 
-// Items are the login state that is shared, relative to a home.
-var Items = []struct {
+// Item is one piece of login state, relative to a home.
+type Item struct {
 	Name string
 	Dir  bool
-}{{".claude", true}, {".claude.json", false}, {".codex", true}}
+}
+
+// Items are the login state that is shared: each profile's Login
+// directories and the host files of its CarryOver, in table order.
+var Items = func() []Item {
+	var out []Item
+	for _, p := range agent.All() {
+		for _, d := range p.Login {
+			out = append(out, Item{d, true})
+		}
+		for _, c := range p.CarryOver {
+			out = append(out, Item{c[0], false})
+		}
+	}
+	return out
+}()
 
 // Step is login.shared.
 type Step struct {

@@ -1,76 +1,91 @@
 package managed
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 
+	"github.com/BurntSushi/toml"
+
 	"github.com/cco-dev/cco/guard"
-	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/provision"
 )
 
-// codexStep writes one Codex policy file where cco owns it. A foreign file
-// is parsed and never modified: it either already does what cco needs
-// ("present (foreign file)", Done), or it is a conflict carrying the exact
-// TOML to merge (a Skip with a warning when codex.foreign_policy is "warn").
-type codexStep struct {
-	file    *provision.File
-	policy  string
-	what    string                          // what the file must do, for messages
-	present func(wiring.CodexPolicy) bool   // the foreign file already does it
-	snippet func(wiring.CodexPolicy) string // what to merge into the foreign file
+// Codex's policy files (target-system paths).
+const (
+	CodexRequirementsPath  = "/etc/codex/requirements.toml"
+	CodexManagedConfigPath = "/etc/codex/managed_config.toml"
+)
+
+// codexName is the profile whose policy this file handles.
+const codexName = "codex"
+
+func init() { register(codexName, codexPolicy{}) }
+
+// codexPolicy is Codex's handler: requirements.toml (the hooks) and
+// managed_config.toml (the update check), each owned or refused.
+type codexPolicy struct{}
+
+func (codexPolicy) steps(cfg Config) []provision.Step {
+	return []provision.Step{newRequirementsStep(cfg), newManagedConfigStep(cfg)}
 }
 
-func newRequirementsStep(cfg Config) *codexStep {
-	return &codexStep{
-		file:   codexFile("policy.codex.requirements", "write Codex's requirements.toml with cco's guard hooks", wiring.CodexRequirements, CodexRequirements()),
-		policy: foreignPolicy(cfg),
-		what:   "wire cco's guard hooks",
-		present: func(p wiring.CodexPolicy) bool {
-			return p.Wires() && (p.FeatureHooks == nil || *p.FeatureHooks)
-		},
-		snippet: requirementsSnippet,
+func (codexPolicy) foreignFile() string { return "requirements.toml" }
+
+func (codexPolicy) wired(root *provision.Root, rc *provision.Receipt) Wiring {
+	return codexWiring(root, rc)
+}
+
+// codexParse adapts ParseCodexPolicy to an ownedStep: present reports
+// whether the foreign file already does what cco needs, snippet what to
+// merge into it.
+func codexParse(present func(CodexPolicy) bool, snippet func(CodexPolicy) string) func(string, []byte) (bool, string, error) {
+	return func(path string, b []byte) (bool, string, error) {
+		p, err := ParseCodexPolicy(path, b)
+		if err != nil {
+			return false, snippet(CodexPolicy{}), err
+		}
+		return present(p), snippet(p), nil
 	}
 }
 
-func newManagedConfigStep(cfg Config) *codexStep {
-	return &codexStep{
-		file:   codexFile("policy.codex.managed-config", "write Codex's managed_config.toml that turns off its own update check", wiring.CodexManagedConfig, CodexManagedConfig()),
-		policy: foreignPolicy(cfg),
-		what:   "set check_for_update_on_startup = false",
-		present: func(p wiring.CodexPolicy) bool {
-			return p.CheckForUpdate != nil && !*p.CheckForUpdate
-		},
-		snippet: func(p wiring.CodexPolicy) string {
-			if p.CheckForUpdate != nil {
-				return "# change the existing top-level key to:\ncheck_for_update_on_startup = false\n"
-			}
-			return "# at the top level, before the first [table] header:\ncheck_for_update_on_startup = false\n"
-		},
+// codexOwned is one of Codex's files as an ownedStep; codex refuses a policy
+// file that does not parse.
+func codexOwned(cfg Config, file *provision.File, what string) *ownedStep {
+	return &ownedStep{
+		file: file, agent: codexName, policy: cfg.foreign(codexName), what: what, done: "guard present",
+		syntaxFix: "fix the TOML at that line (codex refuses a policy file that does not parse), then run cco-install again",
 	}
 }
 
-func foreignPolicy(cfg Config) string {
-	if cfg.CodexForeignPolicy == "" {
-		return ForeignConflict
-	}
-	return cfg.CodexForeignPolicy
+func newRequirementsStep(cfg Config) *ownedStep {
+	s := codexOwned(cfg, policyFile("policy.codex.requirements", "write Codex's requirements.toml with cco's guard hooks",
+		CodexRequirementsPath, CodexRequirements()), "wire cco's guard hooks")
+	s.parse = codexParse(func(p CodexPolicy) bool {
+		return p.Wires() && (p.FeatureHooks == nil || *p.FeatureHooks)
+	}, requirementsSnippet)
+	return s
 }
 
-func codexFile(id, name, path string, content []byte) *provision.File {
-	return &provision.File{
-		StepID: id, StepName: name, Path: path, Mode: 0o644,
-		UID: provision.SystemUID(), GID: provision.SystemGID(), Content: content,
-	}
+func newManagedConfigStep(cfg Config) *ownedStep {
+	s := codexOwned(cfg, policyFile("policy.codex.managed-config", "write Codex's managed_config.toml that turns off its own update check",
+		CodexManagedConfigPath, CodexManagedConfig()), "set check_for_update_on_startup = false")
+	s.done, s.doneWhy = "present", " already sets check_for_update_on_startup = false"
+	s.parse = codexParse(func(p CodexPolicy) bool {
+		return p.CheckForUpdate != nil && !*p.CheckForUpdate
+	}, func(p CodexPolicy) string {
+		if p.CheckForUpdate != nil {
+			return "# change the existing top-level key to:\ncheck_for_update_on_startup = false\n"
+		}
+		return "# at the top level, before the first [table] header:\ncheck_for_update_on_startup = false\n"
+	})
+	return s
 }
 
 // requirementsSnippet is the TOML to append to a foreign requirements.toml:
 // only what it lacks, and for a [features] table it already has, the one key
 // to put there (appending a second [features] header would not parse).
-func requirementsSnippet(p wiring.CodexPolicy) string {
+func requirementsSnippet(p CodexPolicy) string {
 	var b strings.Builder
 	b.WriteString("# cco's guard hooks (" + guard.PromptGateScript + ", " + guard.SessionStartScript + ")\n")
 	switch {
@@ -85,70 +100,107 @@ func requirementsSnippet(p wiring.CodexPolicy) string {
 	return b.String()
 }
 
-func (s *codexStep) ID() string   { return s.file.StepID }
-func (s *codexStep) Name() string { return s.file.StepName }
-
-func (s *codexStep) Check(run *provision.View) (provision.Check, error) {
-	path := s.file.Path
-	fi, err := run.Root.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return s.file.Check(run)
+// codexHooks is the [[hooks.*]] part of requirements.toml, also the bulk of
+// the snippet for a foreign file.
+func codexHooks(start, gate bool) string {
+	var b strings.Builder
+	if start {
+		fmt.Fprintf(&b, "[[hooks.SessionStart]]\nmatcher = \"startup\"\n[[hooks.SessionStart.hooks]]\ntype = \"command\"\ncommand = %q\ntimeout = %d\n",
+			guard.Command(guard.HookSessionStart, codexName), hookTimeout)
 	}
-	if err != nil {
-		return provision.Check{Paths: []string{path}}, err
+	if start && gate {
+		b.WriteString("\n")
 	}
-	if e := run.Receipt.Paths[path]; e != nil && e.Kind == provision.KindFile {
-		return s.file.Check(run) // ours: up to date, stale, or edited (forceable)
+	if gate {
+		fmt.Fprintf(&b, "[[hooks.UserPromptSubmit]]\n[[hooks.UserPromptSubmit.hooks]]\ntype = \"command\"\ncommand = %q\ntimeout = %d\n",
+			guard.Command(guard.HookPromptGate, codexName), hookTimeout)
 	}
-	return s.foreign(run, fi)
+	return b.String()
 }
 
-func (s *codexStep) foreign(run *provision.View, fi fs.FileInfo) (provision.Check, error) {
-	path := s.file.Path
-	c := provision.Check{Paths: []string{path}}
-	if fi.IsDir() {
-		c.State = provision.Conflict
-		c.Detail = path + " is a directory, not a policy file: left as it is"
-		c.Fix = "move it away, then run cco-install again"
-		return c, nil
-	}
-	b, err := run.Root.ReadFile(path)
-	if err != nil {
-		return c, fmt.Errorf("reading the foreign %s: %w", run.Root.HostPath(path), err)
-	}
-	note := ""
-	if bytes.HasPrefix(b, []byte(Marker)) {
-		note = " (it carries cco's marker line, but the receipt does not list it: it was copied here, or the receipt was lost)"
-	}
-	p, perr := wiring.ParseCodexPolicy(path, b)
-	if perr != nil {
-		c.State = provision.Conflict
-		c.Detail = perr.Error() + "; not cco's file: left as it is" + note
-		c.Fix = "fix the TOML at that line (codex refuses a policy file that does not parse), then run cco-install again"
-		c.Snippet = s.snippet(wiring.CodexPolicy{})
-		return c, nil
-	}
-	if s.present(p) {
-		c.State = provision.Done
-		c.Detail = "guard present (foreign file " + path + ")" + note
-		if s.file.StepID != "policy.codex.requirements" {
-			c.Detail = "present (foreign file " + path + " already sets check_for_update_on_startup = false)" + note
+// CodexRequirements is the requirements.toml cco writes. It pins
+// features.hooks so that no lower layer (a user's or a project's
+// config.toml) can switch the hooks off, and it sets no allowed_sandbox_modes
+// or allowed_approval_policies: the wrapper needs danger-full-access
+// (--dangerously-bypass-approvals-and-sandbox), since the jail is the sandbox.
+func CodexRequirements() []byte {
+	return []byte(Marker + "\n" +
+		"# Makes codex run cco's guard; the jail, not codex's own sandbox, confines it.\n\n" +
+		"[features]\nhooks = true\n\n" + codexHooks(true, true))
+}
+
+// CodexManagedConfig is the managed_config.toml cco writes: codex installed
+// by cco is updated by cco-install, never by itself.
+func CodexManagedConfig() []byte {
+	return []byte(Marker + "\n" + "check_for_update_on_startup = false\n")
+}
+
+// CodexPolicy is what a Codex requirements.toml or managed_config.toml says
+// about the guard.
+type CodexPolicy struct {
+	SessionStart bool // [[hooks.SessionStart]] runs our verifier for startup
+	PromptGate   bool // [[hooks.UserPromptSubmit]] runs our gate
+	// Features is set when the file has a [features] table; FeatureHooks
+	// when it sets features.hooks.
+	Features     bool
+	FeatureHooks *bool
+	// CheckForUpdate is check_for_update_on_startup, when set.
+	CheckForUpdate *bool
+}
+
+// codexFile is the part of Codex's TOML policy format that cco reads. cco
+// writes it as text (CodexRequirements), for the comments and the order.
+type codexFile struct {
+	Features       map[string]any         `toml:"features"`
+	Hooks          map[string][]hookGroup `toml:"hooks"`
+	CheckForUpdate *bool                  `toml:"check_for_update_on_startup"`
+}
+
+// ParseCodexPolicy parses a Codex policy file. A file that does not parse
+// gives a *SyntaxError with the TOML parser's line and column.
+func ParseCodexPolicy(path string, b []byte) (CodexPolicy, error) {
+	var p CodexPolicy
+	var f codexFile
+	if _, err := toml.Decode(string(b), &f); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return p, &SyntaxError{Path: path, Line: pe.Position.Line, Col: pe.Position.Col, Msg: pe.Message}
 		}
-		return c, nil
+		return p, fmt.Errorf("%s does not parse: %w", path, err)
 	}
-	c.Snippet = s.snippet(p)
-	if s.policy == ForeignWarn {
-		c.State = provision.Skip
-		c.Detail = fmt.Sprintf("%s is the site's own file and does not %s: left as it is (codex.foreign_policy = %q)%s", path, s.what, ForeignWarn, note)
-		c.Warnings = []string{fmt.Sprintf("%s does not %s: merge the snippet by hand for cco's guarantees to hold", path, s.what)}
-		return c, nil
+	p.CheckForUpdate = f.CheckForUpdate
+	if f.Features != nil {
+		p.Features = true
+		if v, ok := f.Features["hooks"].(bool); ok {
+			p.FeatureHooks = &v
+		}
 	}
-	c.State = provision.Conflict
-	c.Detail = fmt.Sprintf("%s is not cco's and does not %s: left as it is%s", path, s.what, note)
-	c.Fix = fmt.Sprintf("merge the snippet below into it by hand, or set codex.foreign_policy = %q if the site's policy is deliberate", ForeignWarn)
-	return c, nil
+	p.SessionStart = wiresHook(f.Hooks["SessionStart"], guard.HookSessionStart, codexName, true)
+	p.PromptGate = wiresHook(f.Hooks["UserPromptSubmit"], guard.HookPromptGate, codexName, false)
+	return p, nil
 }
 
-func (s *codexStep) Apply(run *provision.Run, c provision.Check) (string, error) {
-	return s.file.Apply(run, c)
+// Wires reports whether the file runs both of our hooks.
+func (p CodexPolicy) Wires() bool { return p.SessionStart && p.PromptGate }
+
+func codexWiring(root *provision.Root, rc *provision.Receipt) Wiring {
+	w, b, ok := readWiring(root, codexName, CodexRequirementsPath)
+	if !ok {
+		return w
+	}
+	p, err := ParseCodexPolicy(CodexRequirementsPath, b)
+	switch {
+	case err != nil:
+		w.State, w.Detail = Malformed, err.Error()
+		w.Fix = "fix the TOML syntax at that line, then run `sudo cco-install`"
+	case !p.Wires():
+		w.notWired(rc)
+	case p.FeatureHooks != nil && !*p.FeatureHooks:
+		w.State = Defeated
+		w.Detail = CodexRequirementsPath + " sets [features] hooks = false, which turns the guard hooks off"
+		w.Fix = "set hooks = true in its [features] table"
+	default:
+		w.wired(root, rc)
+	}
+	return w
 }

@@ -1,6 +1,8 @@
-// Package managed writes the vendors' admin policy files that make every
-// agent run cco's guard: Claude Code's managed settings drop-in and Codex's
-// requirements.toml and managed_config.toml.
+// Package managed writes and reads the vendors' admin policy files that make
+// every agent run cco's guard. Each agent's profile names its handler
+// (agent.Profile.Policy); a handler, in its own file, owns one file format's
+// types and both directions: the steps that write the files, and the status
+// read (Wired) that says whether the policy on disk still wires the guard.
 //
 // Owned-or-refuse: a file is written only where cco owns it (absent, or
 // recorded in the receipt with the bytes cco wrote). A file someone else
@@ -11,13 +13,14 @@ package managed
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
+	"slices"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/provision"
 )
 
-// Values of Config.ClaudeManagedFile and Config.CodexForeignPolicy.
+// Values of Config.ClaudeManagedFile and of Config.ForeignPolicy's entries.
 const (
 	ClaudeDropin    = "dropin"
 	ClaudeBase      = "base"
@@ -32,13 +35,50 @@ type Config struct {
 	// managed-settings.d) or "base" (the legacy managed-settings.json, written
 	// only when it is absent or cco's).
 	ClaudeManagedFile string
-	// CodexForeignPolicy is what a foreign Codex policy file without the
-	// guard is: "conflict" (the default, exit 3) or "warn" (skipped, with a
-	// warning: the site's own policy is deliberate).
-	CodexForeignPolicy string
-	// Agents are the agents to write policy for ("claude", "codex"); an
-	// agent not listed gets no step.
+	// ForeignPolicy is, per agent (the <agent>.foreign_policy key), what a
+	// foreign policy file without the guard is: "conflict" (the default,
+	// exit 3) or "warn" (skipped, with a warning: the site's own policy is
+	// deliberate).
+	ForeignPolicy map[string]string
+	// Agents are the agents to write policy for (profile names); an agent
+	// not listed gets no step.
 	Agents []string
+}
+
+// handler is one policy file format's writer and reader.
+type handler interface {
+	// steps are the agent's policy steps.
+	steps(cfg Config) []provision.Step
+	// wired is the agent's status: does its policy wire the guard.
+	wired(root *provision.Root, rc *provision.Receipt) Wiring
+	// foreignFile names the files whose foreign copy the agent's
+	// foreign_policy decides about; "" when a foreign file is always a
+	// conflict (Claude Code's drop-in is cco's alone).
+	foreignFile() string
+}
+
+// ForeignFile is, for an agent whose policy files are owned or refused, the
+// files its <agent>.foreign_policy key is about; "" for others.
+func ForeignFile(agent string) string {
+	if h := handlerOf(agent); h != nil {
+		return h.foreignFile()
+	}
+	return ""
+}
+
+// handlers are keyed by agent.Profile.Policy; each handler's file
+// registers itself.
+var handlers = map[string]handler{}
+
+func register(name string, h handler) { handlers[name] = h }
+
+// handlerOf is the handler of the agent's profile, or nil.
+func handlerOf(name string) handler {
+	p, ok := agent.Lookup(name)
+	if !ok {
+		return nil
+	}
+	return handlers[p.Policy]
 }
 
 // Marker is the first line of every TOML file cco writes. Ownership is the
@@ -53,42 +93,49 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("claude.managed_file = %q is not valid: use %q (the default) or %q", c.ClaudeManagedFile, ClaudeDropin, ClaudeBase)
 	}
-	switch c.CodexForeignPolicy {
-	case "", ForeignConflict, ForeignWarn:
-	default:
-		return fmt.Errorf("codex.foreign_policy = %q is not valid: use %q (the default) or %q", c.CodexForeignPolicy, ForeignConflict, ForeignWarn)
+	for _, a := range agent.Names() {
+		if v := c.ForeignPolicy[a]; v != "" && ForeignFile(a) == "" {
+			return fmt.Errorf("%s.foreign_policy: %s has no foreign policy file to decide about", a, a)
+		}
+		switch v := c.ForeignPolicy[a]; v {
+		case "", ForeignConflict, ForeignWarn:
+		default:
+			return fmt.Errorf("%s.foreign_policy = %q is not valid: use %q (the default) or %q", a, v, ForeignConflict, ForeignWarn)
+		}
+	}
+	for a := range c.ForeignPolicy {
+		if !agent.Known(a) {
+			return fmt.Errorf("a foreign policy for %q: no such agent (known: %s)", a, agent.List(agent.Names(), "and"))
+		}
 	}
 	for _, a := range c.Agents {
-		if a != "claude" && a != "codex" {
-			return fmt.Errorf("agent %q has no managed policy: use claude or codex", a)
+		if handlerOf(a) == nil {
+			return fmt.Errorf("agent %q has no managed policy: use %s", a, agent.List(agent.Names(), "or"))
 		}
 	}
 	return nil
 }
 
-func (c Config) has(agent string) bool {
-	for _, a := range c.Agents {
-		if a == agent {
-			return true
-		}
+// foreign is the agent's foreign_policy, "conflict" when unset.
+func (c Config) foreign(agent string) string {
+	if v := c.ForeignPolicy[agent]; v != "" {
+		return v
 	}
-	return false
+	return ForeignConflict
 }
 
-// Steps are the policy steps for the agents in cfg.Agents, with ids
-// policy.claude, policy.codex.requirements and policy.codex.managed-config.
-// A bad config gives one failing step that names the problem and writes
-// nothing.
+// Steps are the policy steps for the agents in cfg.Agents, in table order
+// (ids policy.<agent>...). A bad config gives one failing step that names
+// the problem and writes nothing.
 func Steps(cfg Config) []provision.Step {
 	if err := cfg.Validate(); err != nil {
 		return []provision.Step{&failStep{id: "policy.config", err: err}}
 	}
 	var steps []provision.Step
-	if cfg.has("claude") {
-		steps = append(steps, newClaudeStep(cfg))
-	}
-	if cfg.has("codex") {
-		steps = append(steps, newRequirementsStep(cfg), newManagedConfigStep(cfg))
+	for _, a := range agent.Names() {
+		if slices.Contains(cfg.Agents, a) {
+			steps = append(steps, handlerOf(a).steps(cfg)...)
+		}
 	}
 	return steps
 }
@@ -106,78 +153,52 @@ func (s *failStep) Check(*provision.View) (provision.Check, error) {
 }
 func (s *failStep) Apply(*provision.Run, provision.Check) (string, error) { return "", s.err }
 
-// hookTimeout is the hooks' timeout in seconds. Both agents let a prompt
+// hookTimeout is the hooks' timeout in seconds. Every agent lets a prompt
 // through on a timeout, so it is generous; the gate answers in milliseconds.
 const hookTimeout = 10
 
-type claudeHandler struct {
-	Type    string `json:"type"`
-	Command string `json:"command"`
-	Timeout int    `json:"timeout"`
+// hookHandler and hookGroup are the hook entries every vendor's format
+// shares (Claude Code's and Gemini CLI's JSON, Codex's TOML): a group with
+// an optional matcher, and its command handlers.
+type hookHandler struct {
+	Type    string `json:"type" toml:"type"`
+	Command string `json:"command" toml:"command"`
+	// Name labels the hook in Gemini CLI's /hooks list.
+	Name    string `json:"name,omitempty" toml:"name"`
+	Timeout int    `json:"timeout,omitempty" toml:"timeout"`
 }
 
-type claudeGroup struct {
-	Matcher string          `json:"matcher,omitempty"`
-	Hooks   []claudeHandler `json:"hooks"`
+type hookGroup struct {
+	Matcher *string       `json:"matcher,omitempty" toml:"matcher"`
+	Hooks   []hookHandler `json:"hooks" toml:"hooks"`
 }
 
-// ClaudeSettings is the managed settings cco writes for Claude Code: the two
-// guard hooks (UserPromptSubmit takes no matcher), the env that stops
-// Claude Code from updating itself around the shadow, and
-// enableAllProjectMcpServers = false: a workspace's .mcp.json is written
-// freely in the jail, and this keeps an unwrapped launch from starting its
-// servers on the host unasked (each still runs once the user approves it;
-// ADR 43).
-func ClaudeSettings() []byte {
-	v := struct {
-		Env                        map[string]string        `json:"env"`
-		EnableAllProjectMcpServers bool                     `json:"enableAllProjectMcpServers"`
-		Hooks                      map[string][]claudeGroup `json:"hooks"`
-	}{
-		Env: map[string]string{"DISABLE_AUTOUPDATER": "1", "DISABLE_UPDATES": "1"},
-		Hooks: map[string][]claudeGroup{
-			"SessionStart":     {{Matcher: "startup", Hooks: []claudeHandler{{"command", guard.Command(guard.HookSessionStart, "claude"), hookTimeout}}}},
-			"UserPromptSubmit": {{Hooks: []claudeHandler{{"command", guard.Command(guard.HookPromptGate, "claude"), hookTimeout}}}},
-		},
+// guardHandler is the command handler that runs hook's script for agent.
+func guardHandler(hook, agent string, timeout int) hookHandler {
+	return hookHandler{Type: "command", Command: guard.Command(hook, agent), Timeout: timeout}
+}
+
+// wiresHook reports whether some group runs our hook script for agent
+// (startup: the group's matcher must match the startup source).
+func wiresHook(groups []hookGroup, hook, agent string, startup bool) bool {
+	for _, g := range groups {
+		if startup && !matchesStartup(g.Matcher) {
+			continue
+		}
+		for _, h := range g.Hooks {
+			if (h.Type == "command" || h.Type == "") && IsGuardCommand(h.Command, hook, agent) {
+				return true
+			}
+		}
 	}
+	return false
+}
+
+// marshalJSON is the indented JSON cco writes, with a final newline.
+func marshalJSON(v any) []byte {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		panic(err) // a fixed value always marshals
 	}
 	return append(b, '\n')
-}
-
-// codexHooks is the [[hooks.*]] part of requirements.toml, also the bulk of
-// the snippet for a foreign file.
-func codexHooks(start, gate bool) string {
-	var b strings.Builder
-	if start {
-		fmt.Fprintf(&b, "[[hooks.SessionStart]]\nmatcher = \"startup\"\n[[hooks.SessionStart.hooks]]\ntype = \"command\"\ncommand = %q\ntimeout = %d\n",
-			guard.Command(guard.HookSessionStart, "codex"), hookTimeout)
-	}
-	if start && gate {
-		b.WriteString("\n")
-	}
-	if gate {
-		fmt.Fprintf(&b, "[[hooks.UserPromptSubmit]]\n[[hooks.UserPromptSubmit.hooks]]\ntype = \"command\"\ncommand = %q\ntimeout = %d\n",
-			guard.Command(guard.HookPromptGate, "codex"), hookTimeout)
-	}
-	return b.String()
-}
-
-// CodexRequirements is the requirements.toml cco writes. It pins
-// features.hooks so that no lower layer (a user's or a project's
-// config.toml) can switch the hooks off, and it sets no allowed_sandbox_modes
-// or allowed_approval_policies: the wrapper needs danger-full-access
-// (--dangerously-bypass-approvals-and-sandbox), since the jail is the sandbox.
-func CodexRequirements() []byte {
-	return []byte(Marker + "\n" +
-		"# Makes codex run cco's guard; the jail, not codex's own sandbox, confines it.\n\n" +
-		"[features]\nhooks = true\n\n" + codexHooks(true, true))
-}
-
-// CodexManagedConfig is the managed_config.toml cco writes: codex installed
-// by cco is updated by cco-install, never by itself.
-func CodexManagedConfig() []byte {
-	return []byte(Marker + "\n" + "check_for_update_on_startup = false\n")
 }

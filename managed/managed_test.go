@@ -12,7 +12,6 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/provision/provisiontest"
 )
@@ -76,11 +75,22 @@ matcher = "startup|resume"
 type = "command"
 command = "/usr/libexec/cco/guard/session-start"
 `
-	foreignReqMalformed = "[features]\nhooks = true\n\n[[hooks.SessionStart]\nmatcher = \"startup\"\n"
-	foreignCfgNoGuard   = "model = \"gpt-5-codex\"\n"
-	foreignCfgWithGuard = "check_for_update_on_startup = false\nmodel = \"gpt-5-codex\"\n"
-	foreignClaudeBase   = `{"permissions": {"defaultMode": "acceptEdits"}}`
-	foreignClaudeGuard  = `{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/prompt-gate claude"}]}],
+	foreignReqMalformed  = "[features]\nhooks = true\n\n[[hooks.SessionStart]\nmatcher = \"startup\"\n"
+	foreignCfgNoGuard    = "model = \"gpt-5-codex\"\n"
+	foreignCfgWithGuard  = "check_for_update_on_startup = false\nmodel = \"gpt-5-codex\"\n"
+	foreignClaudeBase    = `{"permissions": {"defaultMode": "acceptEdits"}}`
+	foreignGeminiNoGuard = `{"ui": {"theme": "GitHub"}}`
+	// Gemini CLI reads its settings with comments and trailing commas.
+	foreignGeminiWithGuard = `{
+  // the site's own settings, which already run cco's guard
+  "general": {"enableAutoUpdate": false},
+  "hooksConfig": {"enabled": true},
+  "hooks": {
+    "SessionStart": [{"hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/session-start gemini"}]}],
+    "BeforeAgent": [{"matcher": "*", "hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/prompt-gate gemini", "timeout": 5000},]}],
+  },
+}`
+	foreignClaudeGuard = `{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/prompt-gate claude"}]}],
   "SessionStart": [{"hooks": [{"type": "command", "command": "/usr/libexec/cco/guard/session-start claude"}]}]}}`
 )
 
@@ -120,17 +130,20 @@ func TestPolicyWriters(t *testing.T) {
 		}
 	}
 	base := Config{Agents: []string{"claude"}, ClaudeManagedFile: ClaudeBase}
-	warn := Config{Agents: []string{"codex"}, CodexForeignPolicy: ForeignWarn}
+	warn := Config{Agents: []string{"codex"}, ForeignPolicy: map[string]string{"codex": ForeignWarn}}
+	gem := Config{Agents: []string{"gemini"}}
+	gemWarn := Config{Agents: []string{"gemini"}, ForeignPolicy: map[string]string{"gemini": ForeignWarn}}
 	var cases []tc
 	files := []struct {
 		id, path string
 		cfg      Config
 		ours     []byte
 	}{
-		{"policy.claude", wiring.ClaudeDropin, both, ClaudeSettings()},
-		{"policy.claude", wiring.ClaudeBase, base, ClaudeSettings()},
-		{"policy.codex.requirements", wiring.CodexRequirements, both, CodexRequirements()},
-		{"policy.codex.managed-config", wiring.CodexManagedConfig, both, CodexManagedConfig()},
+		{"policy.claude", ClaudeDropinPath, both, ClaudeSettings()},
+		{"policy.claude", ClaudeBasePath, base, ClaudeSettings()},
+		{"policy.codex.requirements", CodexRequirementsPath, both, CodexRequirements()},
+		{"policy.codex.managed-config", CodexManagedConfigPath, both, CodexManagedConfig()},
+		{"policy.gemini", GeminiSettingsPath, gem, GeminiSettings()},
 	}
 	for _, f := range files {
 		cases = append(cases,
@@ -140,46 +153,76 @@ func TestPolicyWriters(t *testing.T) {
 		)
 	}
 	cases = append(cases,
-		tc{name: "requirements foreign without the guard", cfg: both, id: "policy.codex.requirements", path: wiring.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqNoGuard)) },
-			status: "conflict", detail: "is not cco's and does not wire cco's guard hooks", snippet: `command = "/usr/libexec/cco/guard/prompt-gate codex"`, keep: true, exit: 3},
-		tc{name: "requirements foreign without the guard, warn", cfg: warn, id: "policy.codex.requirements", path: wiring.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqNoGuard)) },
-			status: "skipped", detail: `codex.foreign_policy = "warn"`, snippet: "[[hooks.UserPromptSubmit]]", warning: "merge the snippet by hand", keep: true},
-		tc{name: "requirements foreign with the guard", cfg: both, id: "policy.codex.requirements", path: wiring.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqWithGuard)) },
-			status: "ok", detail: "guard present (foreign file /etc/codex/requirements.toml)", keep: true},
-		tc{name: "requirements malformed", cfg: both, id: "policy.codex.requirements", path: wiring.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqMalformed)) },
-			status: "conflict", detail: "/etc/codex/requirements.toml does not parse: " + tomlPos(foreignReqMalformed), snippet: "[features]", keep: true, exit: 3},
-		tc{name: "requirements malformed, warn", cfg: warn, id: "policy.codex.requirements", path: wiring.CodexRequirements,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements, []byte(foreignReqMalformed)) },
-			status: "conflict", detail: "does not parse: " + tomlPos(foreignReqMalformed), snippet: "[[hooks.UserPromptSubmit]]", keep: true, exit: 3},
-		tc{name: "managed_config foreign without the setting", cfg: both, id: "policy.codex.managed-config", path: wiring.CodexManagedConfig,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexManagedConfig, []byte(foreignCfgNoGuard)) },
-			status: "conflict", detail: "does not set check_for_update_on_startup = false", snippet: "before the first [table] header:\ncheck_for_update_on_startup = false", keep: true, exit: 3},
-		tc{name: "managed_config foreign with the setting", cfg: both, id: "policy.codex.managed-config", path: wiring.CodexManagedConfig,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexManagedConfig, []byte(foreignCfgWithGuard)) },
-			status: "ok", detail: "present (foreign file", keep: true},
-		tc{name: "managed_config with cco's bytes but not in the receipt", cfg: both, id: "policy.codex.managed-config", path: wiring.CodexManagedConfig,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexManagedConfig, CodexManagedConfig()) },
-			status: "ok", detail: "it carries cco's marker line, but the receipt does not list it", keep: true},
-		tc{name: "managed_config malformed", cfg: both, id: "policy.codex.managed-config", path: wiring.CodexManagedConfig,
+		tc{name: "gemini settings foreign without the guard", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, GeminiSettingsPath, []byte(foreignGeminiNoGuard)) },
+			status: "conflict", detail: "is not cco's and does not wire cco's guard hooks and turn the auto-updater off", snippet: `"command": "/usr/libexec/cco/guard/prompt-gate gemini"`, keep: true, exit: 3},
+		tc{name: "gemini settings foreign without the guard, warn", cfg: gemWarn, id: "policy.gemini", path: GeminiSettingsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, GeminiSettingsPath, []byte(foreignGeminiNoGuard)) },
+			status: "skipped", detail: `gemini.foreign_policy = "warn"`, snippet: `"BeforeAgent"`, warning: "merge the snippet by hand", keep: true},
+		tc{name: "gemini settings foreign with the guard (JSON with comments)", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, GeminiSettingsPath, []byte(foreignGeminiWithGuard)) },
+			status: "ok", detail: "guard present (foreign file /etc/gemini-cli/settings.json)", keep: true},
+		tc{name: "gemini settings foreign with the guard but the updater on", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
 			setup: func(t *testing.T, dir string) {
-				put(t, dir, wiring.CodexManagedConfig, []byte("check_for_update_on_startup = \n"))
+				put(t, dir, GeminiSettingsPath, []byte(strings.Replace(foreignGeminiWithGuard, `"enableAutoUpdate": false`, `"enableAutoUpdate": true`, 1)))
+			},
+			status: "conflict", detail: "does not wire cco's guard hooks and turn the auto-updater off", snippet: `"enableAutoUpdate": false`, keep: true, exit: 3},
+		tc{name: "gemini settings foreign with hooks off", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
+			setup: func(t *testing.T, dir string) {
+				put(t, dir, GeminiSettingsPath, []byte(strings.Replace(foreignGeminiWithGuard, `"enabled": true`, `"enabled": false`, 1)))
+			},
+			status: "conflict", detail: "does not wire", snippet: `"enabled": true`, keep: true, exit: 3},
+		tc{name: "gemini settings malformed", cfg: gem, id: "policy.gemini", path: GeminiSettingsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, GeminiSettingsPath, []byte("{\n  \"general\": {,\n}\n")) },
+			status: "conflict", detail: "/etc/gemini-cli/settings.json does not parse: line 2, column", snippet: `"SessionStart"`, keep: true, exit: 3},
+		tc{name: "gemini settings directory group-writable", cfg: gem, id: "policy.gemini", path: GeminiSettingsDir + "/keep",
+			setup: func(t *testing.T, dir string) {
+				put(t, dir, GeminiSettingsDir+"/keep", []byte("x"))
+				if err := os.Chmod(filepath.Join(dir, GeminiSettingsDir), 0o775); err != nil {
+					t.Fatal(err)
+				}
+			},
+			status: "conflict", detail: "/etc/gemini-cli is writable by group or others (mode 0775), so Gemini CLI would skip", keep: true, exit: 3},
+		tc{name: "requirements foreign without the guard", cfg: both, id: "policy.codex.requirements", path: CodexRequirementsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, CodexRequirementsPath, []byte(foreignReqNoGuard)) },
+			status: "conflict", detail: "is not cco's and does not wire cco's guard hooks", snippet: `command = "/usr/libexec/cco/guard/prompt-gate codex"`, keep: true, exit: 3},
+		tc{name: "requirements foreign without the guard, warn", cfg: warn, id: "policy.codex.requirements", path: CodexRequirementsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, CodexRequirementsPath, []byte(foreignReqNoGuard)) },
+			status: "skipped", detail: `codex.foreign_policy = "warn"`, snippet: "[[hooks.UserPromptSubmit]]", warning: "merge the snippet by hand", keep: true},
+		tc{name: "requirements foreign with the guard", cfg: both, id: "policy.codex.requirements", path: CodexRequirementsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, CodexRequirementsPath, []byte(foreignReqWithGuard)) },
+			status: "ok", detail: "guard present (foreign file /etc/codex/requirements.toml)", keep: true},
+		tc{name: "requirements malformed", cfg: both, id: "policy.codex.requirements", path: CodexRequirementsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, CodexRequirementsPath, []byte(foreignReqMalformed)) },
+			status: "conflict", detail: "/etc/codex/requirements.toml does not parse: " + tomlPos(foreignReqMalformed), snippet: "[features]", keep: true, exit: 3},
+		tc{name: "requirements malformed, warn", cfg: warn, id: "policy.codex.requirements", path: CodexRequirementsPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, CodexRequirementsPath, []byte(foreignReqMalformed)) },
+			status: "conflict", detail: "does not parse: " + tomlPos(foreignReqMalformed), snippet: "[[hooks.UserPromptSubmit]]", keep: true, exit: 3},
+		tc{name: "managed_config foreign without the setting", cfg: both, id: "policy.codex.managed-config", path: CodexManagedConfigPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, CodexManagedConfigPath, []byte(foreignCfgNoGuard)) },
+			status: "conflict", detail: "does not set check_for_update_on_startup = false", snippet: "before the first [table] header:\ncheck_for_update_on_startup = false", keep: true, exit: 3},
+		tc{name: "managed_config foreign with the setting", cfg: both, id: "policy.codex.managed-config", path: CodexManagedConfigPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, CodexManagedConfigPath, []byte(foreignCfgWithGuard)) },
+			status: "ok", detail: "present (foreign file", keep: true},
+		tc{name: "managed_config with cco's bytes but not in the receipt", cfg: both, id: "policy.codex.managed-config", path: CodexManagedConfigPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, CodexManagedConfigPath, CodexManagedConfig()) },
+			status: "ok", detail: "it carries cco's marker line, but the receipt does not list it", keep: true},
+		tc{name: "managed_config malformed", cfg: both, id: "policy.codex.managed-config", path: CodexManagedConfigPath,
+			setup: func(t *testing.T, dir string) {
+				put(t, dir, CodexManagedConfigPath, []byte("check_for_update_on_startup = \n"))
 			},
 			status: "conflict", detail: "does not parse: " + tomlPos("check_for_update_on_startup = \n"), snippet: "check_for_update_on_startup = false", keep: true, exit: 3},
-		tc{name: "requirements is a directory", cfg: both, id: "policy.codex.requirements", path: wiring.CodexRequirements + "/x",
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.CodexRequirements+"/x", []byte("keep")) },
+		tc{name: "requirements is a directory", cfg: both, id: "policy.codex.requirements", path: CodexRequirementsPath + "/x",
+			setup:  func(t *testing.T, dir string) { put(t, dir, CodexRequirementsPath+"/x", []byte("keep")) },
 			status: "conflict", detail: "/etc/codex/requirements.toml is a directory", keep: true, exit: 3},
-		tc{name: "claude drop-in foreign", cfg: both, id: "policy.claude", path: wiring.ClaudeDropin,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.ClaudeDropin, []byte(foreignClaudeGuard)) },
+		tc{name: "claude drop-in foreign", cfg: both, id: "policy.claude", path: ClaudeDropinPath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, ClaudeDropinPath, []byte(foreignClaudeGuard)) },
 			status: "conflict", detail: "not written by cco", keep: true, exit: 3},
-		tc{name: "claude base foreign (legacy mode)", cfg: base, id: "policy.claude", path: wiring.ClaudeBase,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.ClaudeBase, []byte(foreignClaudeBase)) },
+		tc{name: "claude base foreign (legacy mode)", cfg: base, id: "policy.claude", path: ClaudeBasePath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, ClaudeBasePath, []byte(foreignClaudeBase)) },
 			status: "conflict", detail: `set claude.managed_file = "dropin"`, snippet: `"command": "/usr/libexec/cco/guard/prompt-gate claude"`, keep: true, exit: 3},
-		tc{name: "claude base malformed beside our drop-in", cfg: both, id: "policy.claude", path: wiring.ClaudeBase,
-			setup:  func(t *testing.T, dir string) { put(t, dir, wiring.ClaudeBase, []byte("{\n  \"env\": {,\n}")) },
+		tc{name: "claude base malformed beside our drop-in", cfg: both, id: "policy.claude", path: ClaudeBasePath,
+			setup:  func(t *testing.T, dir string) { put(t, dir, ClaudeBasePath, []byte("{\n  \"env\": {,\n}")) },
 			status: "changed", warning: "managed-settings.json does not parse: line 2, column", keep: true},
 	)
 	for _, c := range cases {
@@ -220,12 +263,12 @@ func TestPolicyWriters(t *testing.T) {
 func TestPolicyForceReplacesEdited(t *testing.T) {
 	dir := t.TempDir()
 	apply(t, dir, Steps(both), false)
-	put(t, dir, wiring.CodexRequirements, []byte("# emptied by hand\n"))
+	put(t, dir, CodexRequirementsPath, []byte("# emptied by hand\n"))
 	rep := apply(t, dir, Steps(both), true)
 	if s := step(rep, "policy.codex.requirements"); s.Status != "changed" || !strings.Contains(s.Detail, "old bytes are at") {
 		t.Fatalf("forced run: %+v", s)
 	}
-	if !bytes.Equal(read(t, dir, wiring.CodexRequirements), CodexRequirements()) {
+	if !bytes.Equal(read(t, dir, CodexRequirementsPath), CodexRequirements()) {
 		t.Fatal("--force did not restore cco's requirements.toml")
 	}
 }
@@ -239,19 +282,19 @@ func TestRequirementsSnippetMerges(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			put(t, dir, wiring.CodexRequirements, []byte(foreign))
+			put(t, dir, CodexRequirementsPath, []byte(foreign))
 			s := step(apply(t, dir, Steps(both), false), "policy.codex.requirements")
 			if s.Status != "conflict" {
 				t.Fatalf("status %q", s.Status)
 			}
-			put(t, dir, wiring.CodexRequirements, []byte(foreign+"\n"+s.Snippet))
+			put(t, dir, CodexRequirementsPath, []byte(foreign+"\n"+s.Snippet))
 			if s := step(apply(t, dir, Steps(both), false), "policy.codex.requirements"); s.Status != "ok" || !strings.Contains(s.Detail, "guard present (foreign file") {
-				t.Fatalf("after merging the snippet: %q %q\nfile:\n%s", s.Status, s.Detail, read(t, dir, wiring.CodexRequirements))
+				t.Fatalf("after merging the snippet: %q %q\nfile:\n%s", s.Status, s.Detail, read(t, dir, CodexRequirementsPath))
 			}
 		})
 	}
 	t.Run("features hooks off", func(t *testing.T) {
-		p, err := wiring.ParseCodexPolicy("x", []byte("[features]\nhooks = false\n"))
+		p, err := ParseCodexPolicy("x", []byte("[features]\nhooks = false\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,14 +304,14 @@ func TestRequirementsSnippetMerges(t *testing.T) {
 	})
 	t.Run("managed_config with the key set otherwise", func(t *testing.T) {
 		dir := t.TempDir()
-		put(t, dir, wiring.CodexManagedConfig, []byte("check_for_update_on_startup = true\n"))
+		put(t, dir, CodexManagedConfigPath, []byte("check_for_update_on_startup = true\n"))
 		s := step(apply(t, dir, Steps(both), false), "policy.codex.managed-config")
 		if s.Status != "conflict" || !strings.Contains(s.Snippet, "change the existing top-level key to:\ncheck_for_update_on_startup = false") {
 			t.Fatalf("%+v", s)
 		}
 	})
 	t.Run("existing features table", func(t *testing.T) {
-		p, err := wiring.ParseCodexPolicy("x", []byte("[features]\nweb_search = true\n"))
+		p, err := ParseCodexPolicy("x", []byte("[features]\nweb_search = true\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +349,7 @@ func TestWrittenPoliciesParse(t *testing.T) {
 		if v.EnableAllProjectMcpServers == nil || *v.EnableAllProjectMcpServers {
 			t.Errorf("enableAllProjectMcpServers = %v, want false", v.EnableAllProjectMcpServers)
 		}
-		if l := wiring.ParseClaudeLayer("x", ClaudeSettings()); l.EnableAllProjectMcpServers == nil || *l.EnableAllProjectMcpServers {
+		if l := ParseClaudeLayer("x", ClaudeSettings()); l.EnableAllProjectMcpServers == nil || *l.EnableAllProjectMcpServers {
 			t.Errorf("the policy reader does not see cco's enableAllProjectMcpServers: %+v", l)
 		}
 		ss, ups := v.Hooks["SessionStart"], v.Hooks["UserPromptSubmit"]
@@ -321,7 +364,7 @@ func TestWrittenPoliciesParse(t *testing.T) {
 		if len(ups) != 1 || ups[0].Matcher != nil || len(ups[0].Hooks) != 1 || ups[0].Hooks[0].Command != "/usr/libexec/cco/guard/prompt-gate claude" || ups[0].Hooks[0].Type != "command" {
 			t.Errorf("UserPromptSubmit %+v (it takes no matcher)", ups)
 		}
-		if l := wiring.ParseClaudeLayer("x", ClaudeSettings()); !l.SessionStart || !l.PromptGate || l.Err != nil {
+		if l := ParseClaudeLayer("x", ClaudeSettings()); !l.SessionStart || !l.PromptGate || l.Err != nil {
 			t.Errorf("the guard does not recognise cco's own drop-in: %+v", l)
 		}
 	})
@@ -382,12 +425,12 @@ func TestClaudeDefeatWarnings(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		"disableAllHooks in the base":           {map[string]string{wiring.ClaudeBase: `{"disableAllHooks": true}`}, "managed-settings.json sets disableAllHooks: true"},
-		"disableAllHooks in a later drop-in":    {map[string]string{wiring.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, "90-site.json sets disableAllHooks: true"},
-		"later drop-in replaces env":            {map[string]string{wiring.ClaudeDropinDir + "/70-site.json": `{"env": {"DISABLE_UPDATES": "0"}}`}, `70-site.json is merged after /etc/claude-code/managed-settings.d/50-cco.json and sets env.DISABLE_UPDATES = "0"`},
-		"later drop-in auto-approves .mcp.json": {map[string]string{wiring.ClaudeDropinDir + "/80-site.json": `{"enableAllProjectMcpServers": true}`}, "80-site.json is merged after /etc/claude-code/managed-settings.d/50-cco.json and sets enableAllProjectMcpServers: true"},
-		"drop-in does not parse":                {map[string]string{wiring.ClaudeDropinDir + "/60-site.json": "{\"hooks\": [}"}, "60-site.json does not parse: line 1, column"},
-		"drop-in off the schema":                {map[string]string{wiring.ClaudeDropinDir + "/60-site.json": "{\n \"disableAllHooks\": \"yes\"}"}, "60-site.json does not parse: line 2, column"},
+		"disableAllHooks in the base":           {map[string]string{ClaudeBasePath: `{"disableAllHooks": true}`}, "managed-settings.json sets disableAllHooks: true"},
+		"disableAllHooks in a later drop-in":    {map[string]string{ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, "90-site.json sets disableAllHooks: true"},
+		"later drop-in replaces env":            {map[string]string{ClaudeDropinDir + "/70-site.json": `{"env": {"DISABLE_UPDATES": "0"}}`}, `70-site.json is merged after /etc/claude-code/managed-settings.d/50-cco.json and sets env.DISABLE_UPDATES = "0"`},
+		"later drop-in auto-approves .mcp.json": {map[string]string{ClaudeDropinDir + "/80-site.json": `{"enableAllProjectMcpServers": true}`}, "80-site.json is merged after /etc/claude-code/managed-settings.d/50-cco.json and sets enableAllProjectMcpServers: true"},
+		"drop-in does not parse":                {map[string]string{ClaudeDropinDir + "/60-site.json": "{\"hooks\": [}"}, "60-site.json does not parse: line 1, column"},
+		"drop-in off the schema":                {map[string]string{ClaudeDropinDir + "/60-site.json": "{\n \"disableAllHooks\": \"yes\"}"}, "60-site.json does not parse: line 2, column"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -408,7 +451,7 @@ func TestClaudeDefeatWarnings(t *testing.T) {
 	}
 	t.Run("legacy base mode: every drop-in is merged after it", func(t *testing.T) {
 		dir := t.TempDir()
-		put(t, dir, wiring.ClaudeDropinDir+"/10-site.json", []byte(`{"env": {"DISABLE_AUTOUPDATER": 0}}`))
+		put(t, dir, ClaudeDropinDir+"/10-site.json", []byte(`{"env": {"DISABLE_AUTOUPDATER": 0}}`))
 		s := step(apply(t, dir, Steps(Config{Agents: []string{"claude"}, ClaudeManagedFile: ClaudeBase}), false), "policy.claude")
 		if s.Status != "changed" || !strings.Contains(strings.Join(s.Warnings, "\n"), `10-site.json is merged after /etc/claude-code/managed-settings.json and sets env.DISABLE_AUTOUPDATER = "0"`) {
 			t.Fatalf("%+v", s)
@@ -416,11 +459,11 @@ func TestClaudeDefeatWarnings(t *testing.T) {
 	})
 	t.Run("earlier drop-in and re-enabling later file are fine", func(t *testing.T) {
 		dir := t.TempDir()
-		put(t, dir, wiring.ClaudeBase, []byte(`{"enableAllProjectMcpServers": true}`))
-		put(t, dir, wiring.ClaudeDropinDir+"/10-site.json", []byte(`{"disableAllHooks": true, "env": {"DISABLE_UPDATES": "0"}, "enableAllProjectMcpServers": true}`))
-		put(t, dir, wiring.ClaudeDropinDir+"/70-site.json", []byte(`{"enableAllProjectMcpServers": true}`))
-		put(t, dir, wiring.ClaudeDropinDir+"/90-site.json", []byte(`{"disableAllHooks": false, "enableAllProjectMcpServers": false}`))
-		put(t, dir, wiring.ClaudeDropinDir+"/.hidden.json", []byte(`{"disableAllHooks": true}`))
+		put(t, dir, ClaudeBasePath, []byte(`{"enableAllProjectMcpServers": true}`))
+		put(t, dir, ClaudeDropinDir+"/10-site.json", []byte(`{"disableAllHooks": true, "env": {"DISABLE_UPDATES": "0"}, "enableAllProjectMcpServers": true}`))
+		put(t, dir, ClaudeDropinDir+"/70-site.json", []byte(`{"enableAllProjectMcpServers": true}`))
+		put(t, dir, ClaudeDropinDir+"/90-site.json", []byte(`{"disableAllHooks": false, "enableAllProjectMcpServers": false}`))
+		put(t, dir, ClaudeDropinDir+"/.hidden.json", []byte(`{"disableAllHooks": true}`))
 		if s := step(apply(t, dir, Steps(both), false), "policy.claude"); len(s.Warnings) != 0 {
 			t.Fatalf("warnings %q", s.Warnings)
 		}
@@ -433,8 +476,10 @@ func TestConfig(t *testing.T) {
 		want string
 	}{
 		{Config{ClaudeManagedFile: "settings", Agents: []string{"claude"}}, `claude.managed_file = "settings" is not valid: use "dropin" (the default) or "base"`},
-		{Config{CodexForeignPolicy: "ignore", Agents: []string{"codex"}}, `codex.foreign_policy = "ignore" is not valid`},
-		{Config{Agents: []string{"gemini"}}, `agent "gemini" has no managed policy`},
+		{Config{ForeignPolicy: map[string]string{"codex": "ignore"}, Agents: []string{"codex"}}, `codex.foreign_policy = "ignore" is not valid`},
+		{Config{ForeignPolicy: map[string]string{"aider": ForeignWarn}}, `a foreign policy for "aider": no such agent`},
+		{Config{Agents: []string{"aider"}}, `agent "aider" has no managed policy`},
+		{Config{ForeignPolicy: map[string]string{"claude": ForeignWarn}}, `claude.foreign_policy: claude has no foreign policy file`},
 	} {
 		dir := t.TempDir()
 		rep := apply(t, dir, Steps(c.cfg), false)

@@ -8,6 +8,8 @@ package rcfile
 import (
 	"regexp"
 	"strings"
+
+	"github.com/cco-dev/cco/agent"
 )
 
 // Files are the shell start-up files the vendors' installers append their
@@ -24,7 +26,6 @@ const (
 const (
 	Codex             = "Codex"
 	CodexUnterminated = "Codex (unterminated)"
-	Claude            = "Claude Code"
 	Debian            = "Debian's stock ~/.profile"
 	Unknown           = "unknown"
 )
@@ -89,8 +90,8 @@ func Find(text []byte) []Block {
 			}
 			out = append(out, b)
 			i = end
-		case strings.HasPrefix(l, "#") && strings.Contains(strings.ToLower(l), "claude") && i+1 < len(lines) && Prepends(lines[i+1]):
-			out = append(out, Block{From: i + 1, To: i + 2, Line: i + 2, Vendor: Claude, Removable: true})
+		case strings.HasPrefix(l, "#") && pathComment(l) != "" && i+1 < len(lines) && Prepends(lines[i+1]):
+			out = append(out, Block{From: i + 1, To: i + 2, Line: i + 2, Vendor: pathComment(l), Removable: true})
 			i++
 		case isDebianStock(lines, i):
 			b := Block{From: i + 1, To: i + len(debianStock), Line: i + 2, Vendor: Debian}
@@ -216,4 +217,16 @@ func firstIndex(s string, subs ...string) int {
 		}
 	}
 	return best
+}
+
+// pathComment names the vendor whose installer wrote comment line l (a
+// profile's PathComment is in it), or "".
+func pathComment(l string) string {
+	l = strings.ToLower(l)
+	for _, p := range agent.All() {
+		if p.PathComment != "" && strings.Contains(l, p.PathComment) {
+			return p.PathVendor
+		}
+	}
+	return ""
 }

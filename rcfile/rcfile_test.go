@@ -126,3 +126,6 @@ func TestFind(t *testing.T) {
 		t.Errorf("Find(no PATH line) = %+v", got)
 	}
 }
+
+// Claude is the vendor name the claude profile's PathVendor gives its block.
+const Claude = "Claude Code"

@@ -104,13 +104,13 @@ func newFixture(t testing.TB) *fixture {
 	f := &fixture{home: filepath.Join(base, "home"), ws: filepath.Join(base, "src/proj"), rt: filepath.Join(base, "rt")}
 	for _, d := range []string{
 		f.home + "/.claude", f.home + "/.codex/packages", f.home + "/.ssh", f.home + "/.config/gh",
-		f.ws + "/.git/hooks", f.ws + "/.claude", f.ws + "/.codex", f.rt,
+		f.ws + "/.git/hooks", f.ws + "/.claude", f.ws + "/.codex", f.ws + "/.gemini", f.rt,
 	} {
 		must(t, os.MkdirAll(d, 0o700))
 	}
 	for _, p := range []string{
 		f.home + "/.claude/settings.json", f.home + "/.codex/config.toml", f.home + "/.claude.json",
-		f.ws + "/.git/config", f.ws + "/.claude/settings.json", f.ws + "/.codex/config.toml",
+		f.ws + "/.git/config", f.ws + "/.claude/settings.json", f.ws + "/.codex/config.toml", f.ws + "/.gemini/settings.json",
 	} {
 		must(t, os.WriteFile(p, []byte("{}"), 0o600))
 	}

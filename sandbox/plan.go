@@ -104,8 +104,8 @@ var protectedSystem = []string{"/etc", "/usr", "/var/lib/cco", "/boot", "/proc",
 var scratchHome = []string{".cache"}
 
 // protectedHome are the home's trees that hold credentials or cco's own
-// bookkeeping.
-var protectedHome = []string{".ssh", ".claude", ".codex", ".aws", ".gnupg", ".local/state/cco"}
+// bookkeeping: every agent's login directories among them.
+var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco"}, agent.LoginDirs()...)
 
 // Plan decides the jail for one launch: the Spec and the host-side work
 // that must happen before bwrap runs. It reads the filesystem but changes

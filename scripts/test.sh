@@ -37,6 +37,29 @@ go vet ./...
 export CCO_REQUIRE_BWRAP=1
 go test -count=1 -timeout 30m ./...
 
+# The real Gemini CLI, offline, from a pack cached between runs: unwrapped,
+# the guard blocks it (guard), and through the shadow it reaches the model
+# call, which the jail's network stops (cmd/shadow). Unpacked under /var/lib:
+# the jail's /tmp is its own. Gemini CLI needs Node 20 or later, which
+# Debian 12's nodejs (18) is not: without it the step says so and is left out.
+gemini_pack_version=0.61.0
+gemini_cache=/var/cache/cco-packs
+if command -v node >/dev/null && command -v npm >/dev/null &&
+  [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ]; then
+  pack="$gemini_cache/google-gemini-cli-$gemini_pack_version.tgz"
+  if [ ! -f "$pack" ]; then
+    mkdir -p "$gemini_cache"
+    (cd "$gemini_cache" && npm pack --silent "@google/gemini-cli@$gemini_pack_version" >/dev/null)
+  fi
+  gemini_pkg=$(mktemp -d /var/lib/cco-gemini-XXXXXX)
+  chmod 755 "$gemini_pkg"
+  tar -xzf "$pack" -C "$gemini_pkg"
+  CCO_GEMINI_PACKAGE="$gemini_pkg/package" go test -count=1 -run '^TestRealGemini' ./guard/ ./cmd/shadow/
+  rm -rf "$gemini_pkg"
+else
+  echo "NOTE: the real Gemini CLI tests did not run: they need node 20 or later and npm (NodeSource's nodejs)" >&2
+fi
+
 # The fuzz targets, each for a short budget (a short -fuzzminimizetime
 # keeps a find from eating the budget). The extractor's are seeded with
 # hostile archives. The others check the rules that keep an agent in its

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -41,16 +42,24 @@ type Step struct {
 	cfg   Config
 }
 
-// Steps are the migration from the bash claude-sandbox, takeover.claude and
-// takeover.codex, each only when this machine has something for it to take
-// over (the plan shows only what remains). They run before the shadow steps
-// so that the shadow's names are free when those run.
+// installers is the agent's profile's description of its vendor installs.
+func (s *Step) installers() agent.Installers {
+	if p, ok := agent.Lookup(s.Agent); ok {
+		return p.Installers
+	}
+	return agent.Installers{}
+}
+
+// Steps are the migration from the bash claude-sandbox and one
+// takeover.<agent> per profile, each only when this machine has something
+// for it to take over (the plan shows only what remains). They run before
+// the shadow steps so that the shadow's names are free when those run.
 func Steps(run *provision.View, cfg Config) []provision.Step {
 	var steps []provision.Step
 	if len(Migration{}.leftovers(run)) > 0 {
 		steps = append(steps, Migration{})
 	}
-	for _, a := range []string{"claude", "codex"} {
+	for _, a := range agent.Names() {
 		s := &Step{Agent: a, cfg: cfg}
 		if f, w := s.finds(run); len(f) > 0 || len(w) > 0 {
 			steps = append(steps, s)
@@ -103,15 +112,17 @@ func (s *Step) finds(run *provision.View) ([]find, []string) {
 		if err != nil {
 			continue // no home: nothing installed there
 		}
-		rel := ".local/bin/" + s.Agent
-		fi, err := h.Lstat(rel)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			warnings = append(warnings, fmt.Sprintf("%s: %v", h.Path(rel), err))
-		default:
-			if what := s.recogniseHome(h, rel, fi); what != "" {
-				out = append(out, find{path: h.Path(rel), user: u, rel: rel, kind: kindOf(fi), what: what})
+		for _, dir := range s.installers().HomeBins {
+			rel := dir + "/" + s.Agent
+			fi, err := h.Lstat(rel)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+			case err != nil:
+				warnings = append(warnings, fmt.Sprintf("%s: %v", h.Path(rel), err))
+			default:
+				if what := s.recogniseHome(h, rel, fi); what != "" {
+					out = append(out, find{path: h.Path(rel), user: u, rel: rel, kind: kindOf(fi), what: what})
+				}
 			}
 		}
 		h.Close()
@@ -133,12 +144,21 @@ func (s *Step) recognise(run *provision.View, p string, fi fs.FileInfo) string {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		l, err := run.Root.Readlink(p)
 		if err == nil && strings.Contains(l, "node_modules") {
-			return "an npm global install (" + l + ")"
+			return "an npm global install" + s.npmOf(l) + " (" + l + ")"
 		}
 		return ""
 	}
 	if fi.Mode().IsRegular() && p == "/usr/local/bin/"+s.Agent && IsBashSandboxShadow(run.Root, p) {
 		return "the bash claude-sandbox's shadow"
+	}
+	return ""
+}
+
+// npmOf names the vendor's npm package when the link target is inside it
+// (node_modules/<package>/...), for the report.
+func (s *Step) npmOf(target string) string {
+	if pkg := s.installers().NPMPackage; pkg != "" && strings.Contains(target, "node_modules/"+pkg+"/") {
+		return " of " + pkg
 	}
 	return ""
 }
@@ -151,13 +171,13 @@ func (s *Step) recogniseHome(h *provision.HomeView, rel string, fi fs.FileInfo) 
 	if err != nil {
 		return ""
 	}
-	switch {
-	case s.Agent == "claude" && strings.Contains(l, ".local/share/claude/versions/"):
-		return "Claude Code's native installer (" + l + ")"
-	case s.Agent == "codex" && strings.Contains(l, ".codex/packages/standalone/"):
-		return "Codex's standalone installer (" + l + ")"
-	case strings.Contains(l, "node_modules"):
-		return "an npm install (" + l + ")"
+	for _, hl := range s.installers().HomeLinks {
+		if strings.Contains(l, hl[0]) {
+			return hl[1] + " (" + l + ")"
+		}
+	}
+	if strings.Contains(l, "node_modules") {
+		return "an npm install" + s.npmOf(l) + " (" + l + ")"
 	}
 	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cco-dev/cco/guard/wiring"
+	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/userns"
@@ -268,7 +269,7 @@ func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.Sta
 		ok[p.Path] = p.Status == provision.PathOK
 	}
 	var out []agentLine
-	for _, w := range wiring.Wired(root, rc, knownAgents) {
+	for _, w := range managed.Wired(root, rc, knownAgents) {
 		l := agentLine{Agent: w.Agent, Guard: string(w.State), GuardActive: w.Active, GuardPath: w.Path, GuardDetail: w.Detail, GuardFix: w.Fix}
 		l.Shadow = ok[BinDir+"/"+w.Agent]
 		var st struct {

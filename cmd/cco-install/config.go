@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -31,8 +33,8 @@ type key struct {
 	doc  string
 }
 
-var keys = []key{
-	{"agents", []string{"claude", "codex"}, "agents", "agents whose vendor steps run"},
+var keys = withForeignPolicies([]key{
+	{"agents", agent.Defaults(), "agents", "agents whose vendor steps run"},
 	{"users", []string{}, "", "accounts whose homes are checked for vendor installs, besides root and SUDO_USER"},
 	{"image", "auto", "", "image build mode: auto (container markers), yes or no"},
 	{"shared_login_dir", "", "", "a directory (mounted into devcontainers) that holds the agents' login state"},
@@ -54,11 +56,21 @@ var keys = []key{
 	{"codex.base_urls", []string{"https://releases.openai.com/codex"}, "", "Codex release stores, in order"},
 	{"codex.github_base_url", "https://github.com/openai/codex/releases/download", "", "GitHub-layout fallback downloads (empty disables)"},
 	{"codex.github_api_url", "https://api.github.com/repos/openai/codex/releases/latest", "", "GitHub API for the fallback's latest release (empty disables)"},
-	{"codex.foreign_policy", "conflict", "", "a foreign requirements.toml without the guard: conflict or warn"},
 	{"unpack_limit", "4GiB", "", "most bytes an archive may unpack to"},
 	{"download.retries", 4, "", "retries of a failed download"},
 	{"download.backoff", "1s", "", "first retry delay (doubling)"},
 	{"download.timeout", "60s", "", "per-request timeout: connect, headers, or a stalled read"},
+})
+
+// withForeignPolicies adds <agent>.foreign_policy for every agent whose
+// policy files are owned or refused (managed.ForeignFile).
+func withForeignPolicies(ks []key) []key {
+	for _, a := range agent.Names() {
+		if file := managed.ForeignFile(a); file != "" {
+			ks = append(ks, key{a + ".foreign_policy", managed.ForeignConflict, "", "a foreign " + file + " without the guard: conflict or warn"})
+		}
+	}
+	return ks
 }
 
 // Config is the effective configuration, with where each value came from.
@@ -474,8 +486,8 @@ func (c *Config) duration(name string) time.Duration {
 func (c *Config) decode() {
 	c.Agents = c.List("agents")
 	for _, a := range c.Agents {
-		if a != "claude" && a != "codex" {
-			c.bad("agents", strings.Join(c.Agents, ","), "the known agents are claude and codex")
+		if !agent.Known(a) {
+			c.bad("agents", strings.Join(c.Agents, ","), "the known agents are "+agent.List(agent.Names(), "and"))
 			c.Agents = c.List("agents")
 			break
 		}
@@ -500,11 +512,15 @@ func (c *Config) decode() {
 		c.bad("unpack_limit", c.String("unpack_limit"), "want a size such as 4GiB or 500MiB")
 		c.UnpackLimit, _ = parseSize(c.String("unpack_limit"))
 	}
-	names := []string{"claude.managed_file", "codex.foreign_policy", "image"}
+	names := []string{"claude.managed_file", "image"}
 	allowed := map[string][]string{
-		"claude.managed_file":  {"dropin", "base"},
-		"codex.foreign_policy": {"conflict", "warn"},
-		"image":                {"auto", "yes", "no"},
+		"claude.managed_file": {"dropin", "base"},
+		"image":               {"auto", "yes", "no"},
+	}
+	for _, a := range agent.Names() {
+		if k := a + ".foreign_policy"; knownKey(k) {
+			names, allowed[k] = append(names, k), []string{managed.ForeignConflict, managed.ForeignWarn}
+		}
 	}
 	for _, name := range names {
 		if v := c.String(name); !contains(allowed[name], v) {

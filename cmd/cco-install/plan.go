@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/login"
 	"github.com/cco-dev/cco/managed"
@@ -19,8 +20,8 @@ import (
 
 // knownAgents are the names the shadow is installed under, whatever `agents`
 // says: an unbacked name fails loudly at launch, while an unshadowed vendor
-// binary would run outside the jail.
-var knownAgents = []string{"claude", "codex"}
+// binary would run outside the jail. They are the agent table's.
+var knownAgents = agent.Names()
 
 // Installed paths of cco's own files.
 const (
@@ -168,9 +169,9 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 	// the shadow: an agent installed some other way must run the guard too.
 	steps = append(steps, wiring.Steps()...)
 	steps = append(steps, managed.Steps(managed.Config{
-		ClaudeManagedFile:  cfg.String("claude.managed_file"),
-		CodexForeignPolicy: cfg.String("codex.foreign_policy"),
-		Agents:             knownAgents,
+		ClaudeManagedFile: cfg.String("claude.managed_file"),
+		ForeignPolicy:     foreignPolicies(cfg),
+		Agents:            knownAgents,
 	})...)
 	steps = append(steps, takeover.RCSteps(run, users, o.fixRC)...)
 	usernsSteps, warnings := userns.Steps(run, userns.Options{NoAppArmor: o.noAppArmor, Image: image, SameKernel: run.Root.IsHost(), Host: userns.RealHost})
@@ -189,7 +190,7 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 		return nil, err
 	}
 	if len(o.rollback) > 0 {
-		agents, err := agentList("--rollback", o.rollback)
+		agents, err := agentList("--rollback", o.rollback, cfg.Agents)
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +230,7 @@ func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Con
 	v.Claude.SigningFingerprint = cfg.String("claude.signing_fingerprint")
 	v.Platform = cfg.String("platform")
 	v.Upgrade = map[string]bool{}
-	up, err := agentList("--upgrade", o.upgrade)
+	up, err := agentList("--upgrade", o.upgrade, cfg.Agents)
 	if err != nil {
 		return v, err
 	}
@@ -257,17 +258,30 @@ func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Con
 	return v, nil
 }
 
-// agentList reads an --upgrade/--rollback value: claude, codex or all.
-func agentList(flag string, vals []string) ([]string, error) {
+// foreignPolicies maps every <agent>.foreign_policy key there is onto
+// managed's per-agent setting.
+func foreignPolicies(cfg *Config) map[string]string {
+	out := map[string]string{}
+	for _, a := range knownAgents {
+		if k := a + ".foreign_policy"; knownKey(k) {
+			out[a] = cfg.String(k)
+		}
+	}
+	return out
+}
+
+// agentList reads an --upgrade/--rollback value: an agent's name, or all,
+// which is the agents whose vendor steps run (the agents key).
+func agentList(flag string, vals, all []string) ([]string, error) {
 	var out []string
 	for _, a := range vals {
-		switch a {
-		case "all":
-			out = append(out, knownAgents...)
-		case "claude", "codex":
+		switch {
+		case a == "all":
+			out = append(out, all...)
+		case agent.Known(a):
 			out = append(out, a)
 		default:
-			return nil, usageError{fmt.Sprintf("%s %s: want claude, codex or all", flag, a)}
+			return nil, usageError{fmt.Sprintf("%s %s: want %s", flag, a, agent.List(append(agent.Names(), "all"), "or"))}
 		}
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/appserver"
@@ -78,7 +79,7 @@ func execAgent(agentName string, argv []string, stderr io.Writer) int {
 // outside); otherwise the helper replaces itself with the agent, unless
 // stay says it must remain its parent (it hosts the egress bridge).
 func runAgent(agentName string, argv, env []string, stay bool, stderr io.Writer) int {
-	if agentName == "codex" && appserver.Applies(argv[1:]) {
+	if p, ok := agent.Lookup(agentName); ok && p.AppServer && appserver.Applies(argv[1:]) {
 		// `codex agents` needs an app-server of its own in this pid
 		// namespace; the client's status is the result.
 		return appserver.Run(argv[0], argv[1:], env, os.Stdin, os.Stdout, os.Stderr)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ func TestJailProperties(t *testing.T) {
 	testenv.RequireRoot(t)
 	root := systemRoot(t)
 	for _, u := range []runAs{asRoot, asNobody} {
-		for _, name := range []string{"claude", "codex"} {
+		for _, name := range agent.Names() {
 			t.Run(name+"/"+u.name, func(t *testing.T) { jailProperties(t, root, name, u) })
 		}
 	}
@@ -98,18 +99,23 @@ func jailProperties(t *testing.T, root, name string, u runAs) {
 		if readFile(t, w.home+"/.codex/packages/pkgfile") != "pkg" {
 			t.Error("item 4: host packages changed")
 		}
-	} else {
+	} else if name == "claude" {
 		want("5", "ls_claude_share", is("[]"), "empty")
 	}
 	// 6: each agent sees only its own login.
-	if name == "claude" {
-		want("6", "read_codex_auth", denied, "unreadable")
-		want("6", "read_claude_creds", is("ok"), "its own credentials")
-	} else {
-		want("6", "read_claude_creds", denied, "unreadable")
+	own6 := map[string][]string{"claude": {"read_claude_creds"}, "codex": {"read_codex_auth"}, "gemini": {"read_gemini_creds"}}
+	for a, keys := range own6 {
+		for _, k := range keys {
+			if a == name {
+				want("6", k, is("ok"), "its own credentials")
+			} else {
+				want("6", k, denied, "unreadable")
+			}
+		}
+	}
+	if name != "claude" {
 		want("6", "read_claude_json", denied, "unreadable")
 		want("6", "read_claude_state", denied, "unreadable")
-		want("6", "read_codex_auth", is("ok"), "its own credentials")
 	}
 	// 7: other credentials.
 	for _, k := range []string{"read_ssh", "read_aws", "read_netrc", "read_gh"} {
@@ -117,14 +123,15 @@ func jailProperties(t *testing.T, root, name string, u runAs) {
 	}
 	want("7", "read_shadow", denied, "unreadable")
 	// 8: command-bearing files cannot be written, renamed, unlinked or replaced.
-	for _, f := range []string{"ws_hook", "ws_gitconfig", "ws_claude", "ws_codex", "home_claude", "home_codex", "guard"} {
+	for _, f := range []string{"ws_hook", "ws_gitconfig", "ws_claude", "ws_codex", "ws_gemini", "home_claude", "home_codex", "home_gemini", "guard"} {
 		for _, op := range []string{"write_", "rename_", "unlink_", "replace_"} {
 			want("8", op+f, denied, "refused")
 		}
 	}
 	want("8", "write_managed", denied, "refused")
 	for p, c := range map[string]string{w.ws + "/.git/config": "[core]\n", w.ws + "/.git/hooks/pre-commit": "#!/bin/sh\n",
-		w.ws + "/.claude/settings.json": "{}", w.home + "/.claude/settings.json": `{"hooks":{}}`, w.home + "/.codex/config.toml": "model = \"o3\"\n"} {
+		w.ws + "/.claude/settings.json": "{}", w.home + "/.claude/settings.json": `{"hooks":{}}`, w.home + "/.codex/config.toml": "model = \"o3\"\n",
+		w.ws + "/.gemini/settings.json": "{}", w.home + "/.gemini/settings.json": `{"hooks":{}}`} {
 		if got := readFile(t, p); got != c {
 			t.Errorf("item 8: %s changed on the host: %q", p, got)
 		}
@@ -175,7 +182,7 @@ func jailProperties(t *testing.T, root, name string, u runAs) {
 		}
 	}
 	own := map[string][]string{"claude": {"DISABLE_AUTOUPDATER=1", "DISABLE_UPDATES=1", "CLAUDE_CONFIG_DIR=" + w.home + "/.claude"},
-		"codex": {"CODEX_UPDATE_DISABLED=1"}}
+		"codex": {"CODEX_UPDATE_DISABLED=1"}, "gemini": {"GEMINI_SANDBOX=false"}}
 	for _, kv := range append(own[name], "HOME="+w.home, "TERM=xterm", "LANG=C.UTF-8", "GIT_CONFIG_SYSTEM=/dev/null") {
 		if !strings.Contains(env, "\x1f"+kv+"\x1f") {
 			t.Errorf("item 18: %s not set in the jail", kv)
@@ -198,6 +205,9 @@ func jailProperties(t *testing.T, root, name string, u runAs) {
 	}
 	if name == "codex" && (len(argv) < 2 || argv[1] != "--dangerously-bypass-approvals-and-sandbox") {
 		t.Errorf("codex argv %q", argv)
+	}
+	if name == "gemini" && (len(argv) < 2 || argv[1] != "probe") {
+		t.Errorf("gemini argv %q: nothing is injected into an interactive run", argv)
 	}
 	if !strings.Contains(rep["marker"], `"agent":"`+name+`"`) || !strings.Contains(rep["marker"], `"egress":"public"`) {
 		t.Errorf("marker %q", rep["marker"])
@@ -229,16 +239,17 @@ func TestJailMissingProtectedPaths(t *testing.T) {
 	testenv.RequireRoot(t)
 	root := systemRoot(t)
 	for _, u := range []runAs{asRoot, asNobody} {
-		for _, name := range []string{"claude", "codex"} {
+		for _, name := range agent.Names() {
 			t.Run(name+"/"+u.name, func(t *testing.T) {
 				w := newWorld(t, u)
 				os.RemoveAll(w.home + "/.claude/settings.json")
 				os.RemoveAll(w.home + "/.codex/config.toml")
+				os.RemoveAll(w.home + "/.gemini/settings.json")
 				r := runCmd(t, w.cmd(root, name, w.ws2, "probe", params(map[string]any{"root": root, "host_pid": os.Getpid(), "tag": "m"})))
 				if r.code != 0 || r.report == nil {
 					t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 				}
-				for _, f := range []string{"ws_hook", "ws_gitconfig", "ws_claude", "home_claude", "home_codex"} {
+				for _, f := range []string{"ws_hook", "ws_gitconfig", "ws_claude", "home_claude", "home_codex", "home_gemini"} {
 					for _, op := range []string{"write_", "replace_"} {
 						if !denied(r.report[op+f]) {
 							t.Errorf("%s%s = %q, want refused", op, f, r.report[op+f])
@@ -246,7 +257,7 @@ func TestJailMissingProtectedPaths(t *testing.T) {
 					}
 				}
 				noStrays(t, w)
-				for _, p := range []string{w.home + "/.claude/settings.json", w.home + "/.codex/config.toml"} {
+				for _, p := range []string{w.home + "/.claude/settings.json", w.home + "/.codex/config.toml", w.home + "/.gemini/settings.json"} {
 					if _, err := os.Lstat(p); err == nil {
 						t.Errorf("stray %s", p)
 					}

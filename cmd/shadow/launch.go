@@ -165,7 +165,7 @@ func needsHelper(p *agent.Profile, args []string, cfg *sandbox.Config) bool {
 			return true
 		}
 	}
-	return p.Name == "codex" && appserver.Applies(p.Args(args, agent.Options{SkipPermissions: cfg.ClaudeSkipPermissions}))
+	return p.AppServer && appserver.Applies(p.Args(args, agent.Options{SkipPermissions: cfg.ClaudeSkipPermissions}))
 }
 
 // invoker is the home and name of the user the agent runs for.

@@ -74,7 +74,7 @@ func buildRoot() (string, error) {
 		return root, err
 	}
 	for _, d := range []string{"usr/local/bin", "usr/libexec/cco/claude/current", "usr/libexec/cco/codex-dist/current/bin",
-		"usr/libexec/cco/guard", "usr/bin", "etc/cco", "bin"} {
+		"usr/libexec/cco/gemini/current/bundle", "usr/libexec/cco/guard", "usr/bin", "etc/cco", "bin"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return root, err
 		}
@@ -96,8 +96,9 @@ func buildRoot() (string, error) {
 		return root, fmt.Errorf("building the fake agent: %v\n%s", err, out)
 	}
 	for _, l := range [][2]string{
-		{shadow, "usr/local/bin/codex"}, {shadow, "usr/libexec/cco/sandbox-helper"},
+		{shadow, "usr/local/bin/codex"}, {shadow, "usr/local/bin/gemini"}, {shadow, "usr/libexec/cco/sandbox-helper"},
 		{fake, "usr/libexec/cco/claude/current/claude"}, {fake, "usr/libexec/cco/codex-dist/current/bin/codex"},
+		{fake, "usr/libexec/cco/gemini/current/bundle/gemini.js"},
 	} {
 		if err := os.Link(l[0], filepath.Join(root, l[1])); err != nil {
 			return root, err
@@ -162,6 +163,8 @@ func newWorld(t *testing.T, u runAs) *world {
 		"home/.codex/auth.json":          "codex-secret",
 		"home/.codex/config.toml":        "model = \"o3\"\n",
 		"home/.codex/packages/pkgfile":   "pkg",
+		"home/.gemini/settings.json":     `{"hooks":{}}`,
+		"home/.gemini/oauth_creds.json":  "gemini-secret",
 		"home/.ssh/id_ed25519":           "ssh-secret",
 		"home/.aws/credentials":          "aws-secret",
 		"home/.netrc":                    "machine x password y",
@@ -171,6 +174,7 @@ func newWorld(t *testing.T, u runAs) *world {
 		"ws/.git/hooks/pre-commit":       "#!/bin/sh\n",
 		"ws/.claude/settings.json":       "{}",
 		"ws/.codex/config.toml":          "",
+		"ws/.gemini/settings.json":       "{}",
 		"ws2/.git/HEAD":                  "ref: refs/heads/main\n",
 		"ws2/.claude/.keep":              "",
 	}

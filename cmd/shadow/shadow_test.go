@@ -184,7 +184,7 @@ func TestHelperGuardMode(t *testing.T) {
 
 func TestUnknownArgv0(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run([]string{"/usr/local/bin/gemini"}, nil, &out, &errb); code != 126 || !strings.Contains(errb.String(), `"gemini" is not a cco agent name`) {
+	if code := run([]string{"/usr/local/bin/aider"}, nil, &out, &errb); code != 126 || !strings.Contains(errb.String(), `"aider" is not a cco agent name`) {
 		t.Errorf("unknown name: %d %q", code, errb.String())
 	}
 	t.Setenv("CCO_AGENT", "/tmp/evil")

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/rcfile"
@@ -122,11 +123,15 @@ func policyDrift(root *provision.Root, rc *provision.Receipt) []provision.Findin
 func pathDrift(root *provision.Root, u *provision.User) []provision.Finding {
 	var out []provision.Finding
 	prepends := prependingRC(root, u.Home)
-	for _, agent := range guard.Agents {
-		shadow := guard.ShadowDir + "/" + agent
-		cands := []string{path.Join(u.Home, ".local/bin", agent)}
+	for _, p := range agent.All() {
+		name := p.Name
+		shadow := guard.ShadowDir + "/" + name
+		var cands []string
+		for _, d := range p.Installers.HomeBins {
+			cands = append(cands, path.Join(u.Home, d, name))
+		}
 		for _, d := range aheadDirs {
-			cands = append(cands, d+"/"+agent)
+			cands = append(cands, d+"/"+name)
 		}
 		for _, c := range cands {
 			fi, err := root.Lstat(c)
@@ -139,14 +144,14 @@ func pathDrift(root *provision.Root, u *provision.User) []provision.Finding {
 				}
 			}
 			what := provision.DescribeForeign(&provision.Run{Root: root}, c, fi)
-			msg := fmt.Sprintf("%s is %s: a %s that runs unwrapped, ahead of %s", c, what, agent, shadow)
+			msg := fmt.Sprintf("%s is %s: a %s that runs unwrapped, ahead of %s", c, what, name, shadow)
 			if strings.HasPrefix(c, u.Home+"/") {
 				msg = fmt.Sprintf("%s's %s", u.Name, msg)
 				if len(prepends) > 0 {
 					msg += " (" + strings.Join(prepends, ", ") + " put ~/.local/bin first on PATH)"
 				}
 			}
-			out = append(out, finding(c, msg, fmt.Sprintf("remove %s; then `%s` runs cco's wrapper %s", c, agent, shadow)))
+			out = append(out, finding(c, msg, fmt.Sprintf("remove %s; then `%s` runs cco's wrapper %s", c, name, shadow)))
 		}
 	}
 	return out

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/testenv"
 )
 
@@ -35,7 +36,7 @@ type Root struct {
 	Agent string
 }
 
-// Shadow is the installed shadow under name ("claude" or "codex").
+// Shadow is the installed shadow under an agent's name.
 func (r *Root) Shadow(name string) string { return filepath.Join(r.Dir, "usr/local/bin", name) }
 
 // Config is the root's sandbox.toml.
@@ -117,9 +118,9 @@ func goBuild(mod, dir, out string, ldflags ...string) error {
 }
 
 // BuildRoot builds a system root: the shadow with the root linked in (the
-// production binary honours no variable for it) as claude, codex and the
-// helper, the egress proxy, the guard's hook scripts, the test agent as both
-// vendor binaries, and /usr/bin/bwrap. It lives under /var/tmp: the jail's
+// production binary honours no variable for it) under every agent's name and
+// as the helper, the egress proxy, the guard's hook scripts, the test agent
+// as every vendor binary, and /usr/bin/bwrap. It lives under /var/tmp: the jail's
 // /tmp is private, and the helper must be visible inside.
 func BuildRoot(o RootOptions) (*Root, error) {
 	mod, err := ModuleRoot()
@@ -138,15 +139,19 @@ func BuildRoot(o RootOptions) (*Root, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return fail(err)
 	}
-	for _, d := range []string{"usr/local/bin", "usr/libexec/cco/claude/current", "usr/libexec/cco/codex-dist/current/bin",
-		"usr/libexec/cco/guard", "usr/bin", "etc/cco", "bin"} {
+	dirs := []string{"usr/local/bin", "usr/libexec/cco/guard", "usr/bin", "etc/cco", "bin"}
+	for _, p := range agent.All() {
+		dirs = append(dirs, filepath.Dir(p.Binary))
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return fail(err)
 		}
 	}
 	// The three builds run side by side: they share the build cache, and
 	// the linker is most of the time.
-	shadow := r.Shadow("claude")
+	names := agent.Names()
+	shadow := r.Shadow(names[0])
 	builds := [][]string{
 		{"cmd/shadow", shadow, "-X github.com/cco-dev/cco/sandbox.SystemRoot=" + dir},
 		{"cmd/egress-proxy", filepath.Join(dir, "usr/libexec/cco/egress-proxy")},
@@ -165,10 +170,14 @@ func BuildRoot(o RootOptions) (*Root, error) {
 	if err := errors.Join(errs...); err != nil {
 		return fail(err)
 	}
-	for _, l := range [][2]string{
-		{shadow, "usr/local/bin/codex"}, {shadow, "usr/libexec/cco/sandbox-helper"},
-		{r.Agent, "usr/libexec/cco/claude/current/claude"}, {r.Agent, "usr/libexec/cco/codex-dist/current/bin/codex"},
-	} {
+	links := [][2]string{{shadow, "usr/libexec/cco/sandbox-helper"}}
+	for _, p := range agent.All() {
+		if p.Name != names[0] {
+			links = append(links, [2]string{shadow, "usr/local/bin/" + p.Name})
+		}
+		links = append(links, [2]string{r.Agent, p.Binary})
+	}
+	for _, l := range links {
 		if err := os.Link(l[0], filepath.Join(dir, l[1])); err != nil {
 			return fail(err)
 		}

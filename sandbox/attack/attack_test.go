@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/jailtest"
 	"github.com/cco-dev/cco/internal/testenv"
 )
@@ -32,7 +33,7 @@ type attack struct {
 }
 
 var (
-	agents = []string{"claude", "codex"}
+	agents = agent.Names()
 	users  = []jailtest.RunAs{jailtest.AsRoot, jailtest.AsNobody}
 )
 

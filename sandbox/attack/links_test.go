@@ -65,15 +65,26 @@ func TestPlantedLinks(t *testing.T) {
 			},
 		},
 		{
+			name: "link .gemini/settings.json to the ssh key",
+			prep: removeAll("ws/.gemini"),
+			probe: func(w *world, _ string) probe {
+				return probe{Steps: steps("link", linkAt(w.ws+"/.gemini/settings.json", ssh(w)))}
+			},
+			verdict: func(w *world) verdict {
+				return verdict{secondLoot: []string{w.ws + "/.gemini/settings.json"}, links: map[string]string{w.ws + "/.gemini/settings.json": ssh(w)}}
+			},
+		},
+		{
 			name: "link the home's settings to the ssh key",
-			prep: removeAll("home/.claude/settings.json", "home/.codex/config.toml"),
+			prep: removeAll("home/.claude/settings.json", "home/.codex/config.toml", "home/.gemini/settings.json"),
 			probe: func(w *world, _ string) probe {
 				return probe{Steps: steps(
 					"claude settings", linkAt(w.Home+"/.claude/settings.json", ssh(w)),
-					"codex config", linkAt(w.Home+"/.codex/config.toml", ssh(w)))}
+					"codex config", linkAt(w.Home+"/.codex/config.toml", ssh(w)),
+					"gemini settings", linkAt(w.Home+"/.gemini/settings.json", ssh(w)))}
 			},
 			check: refuses(map[string]string{"claude settings": "planting a link at ~/.claude/settings.json",
-				"codex config": "planting a link at ~/.codex/config.toml"}),
+				"codex config": "planting a link at ~/.codex/config.toml", "gemini settings": "planting a link at ~/.gemini/settings.json"}),
 		},
 		{
 			name: "FIFO at ~/.claude/.claude.json",

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	agentpkg "github.com/cco-dev/cco/agent"
 )
 
 // Policy modes (the sandbox.toml key egress).
@@ -60,21 +62,15 @@ var commonAllow = []string{
 	"deb.debian.org", "security.debian.org",
 }
 
-var vendorAllow = map[string][]string{
-	"claude": {
-		"api.anthropic.com", "console.anthropic.com", "statsig.anthropic.com",
-		"claude.ai", "platform.claude.com",
-	},
-	"codex": {
-		"api.openai.com", "auth.openai.com", "chatgpt.com", "*.chatgpt.com",
-	},
-}
-
-// DefaultAllow is the shipped allowlist for an agent ("claude", "codex"):
-// its vendor's endpoints plus package registries and forges. An unknown
-// agent gets only the registries and forges.
-func DefaultAllow(agent string) []string {
-	return append(slices.Clone(vendorAllow[agent]), commonAllow...)
+// DefaultAllow is the shipped allowlist for an agent: its vendor's
+// endpoints (the profile's Egress) plus package registries and forges. An
+// unknown agent gets only the registries and forges.
+func DefaultAllow(name string) []string {
+	var vendor []string
+	if p, ok := agentpkg.Lookup(name); ok {
+		vendor = p.Egress
+	}
+	return append(slices.Clone(vendor), commonAllow...)
 }
 
 // Parse builds a Policy from the top-level table of /etc/cco/sandbox.toml
@@ -84,8 +80,8 @@ func DefaultAllow(agent string) []string {
 // fix. egress_allow, when set, replaces the defaults; allow_host and allow_ip
 // add to whatever mode is in force.
 func Parse(keys map[string]any, agent, home string) (Policy, error) {
-	if _, ok := vendorAllow[agent]; !ok {
-		return Policy{}, fmt.Errorf("egress: unknown agent %q (known: claude, codex)", agent)
+	if !agentpkg.Known(agent) {
+		return Policy{}, fmt.Errorf("egress: unknown agent %q (known: %s)", agent, strings.Join(agentpkg.Names(), ", "))
 	}
 	p := Policy{Mode: ModePublic, Ports: slices.Clone(DefaultPorts)}
 	if v, ok := keys["egress"]; ok {

@@ -9,7 +9,7 @@ import (
 )
 
 func TestParsePolicyDefaults(t *testing.T) {
-	for _, agent := range []string{"claude", "codex"} {
+	for _, agent := range []string{"claude", "codex", "gemini"} {
 		p, err := Parse(map[string]any{"workspace_root": "", "forge": []any{"github"}}, agent, "/home/u")
 		if err != nil {
 			t.Fatal(err)
@@ -44,11 +44,18 @@ func TestDefaultAllow(t *testing.T) {
 			t.Errorf("codex defaults lack %s", want)
 		}
 	}
-	if slices.Contains(claude, "api.openai.com") || slices.Contains(codex, "api.anthropic.com") {
-		t.Error("an agent's defaults include the other vendor")
+	gemini := DefaultAllow("gemini")
+	for _, want := range []string{"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "accounts.google.com", "registry.npmjs.org"} {
+		if !slices.Contains(gemini, want) {
+			t.Errorf("gemini defaults lack %s", want)
+		}
+	}
+	if slices.Contains(claude, "api.openai.com") || slices.Contains(codex, "api.anthropic.com") ||
+		slices.Contains(gemini, "api.anthropic.com") || slices.Contains(claude, "generativelanguage.googleapis.com") {
+		t.Error("an agent's defaults include another vendor")
 	}
 	// Every shipped rule must pass the same validation as an operator's.
-	for _, agent := range []string{"claude", "codex"} {
+	for _, agent := range []string{"claude", "codex", "gemini"} {
 		if _, err := hostRules("egress_allow", DefaultAllow(agent)); err != nil {
 			t.Errorf("%s defaults: %v", agent, err)
 		}

@@ -169,6 +169,7 @@ func probe(p *Params) {
 	read("read_claude_creds", filepath.Join(home, ".claude/.credentials.json"))
 	read("read_claude_json", filepath.Join(home, ".claude.json"))
 	read("read_claude_state", filepath.Join(home, ".claude/.claude.json"))
+	read("read_gemini_creds", filepath.Join(home, ".gemini/oauth_creds.json"))
 	read("read_ssh", filepath.Join(home, ".ssh/id_ed25519"))
 	read("read_aws", filepath.Join(home, ".aws/credentials"))
 	read("read_netrc", filepath.Join(home, ".netrc"))
@@ -183,6 +184,7 @@ func probe(p *Params) {
 		"ws_hook": filepath.Join(wd, ".git/hooks/pre-commit"), "ws_gitconfig": filepath.Join(wd, ".git/config"),
 		"ws_claude": filepath.Join(wd, ".claude/settings.json"), "ws_codex": filepath.Join(wd, ".codex/config.toml"),
 		"home_claude": filepath.Join(home, ".claude/settings.json"), "home_codex": filepath.Join(home, ".codex/config.toml"),
+		"ws_gemini": filepath.Join(wd, ".gemini/settings.json"), "home_gemini": filepath.Join(home, ".gemini/settings.json"),
 		"guard": p.Root + "/usr/libexec/cco/guard/session-start",
 	} {
 		write("write_"+k, f)

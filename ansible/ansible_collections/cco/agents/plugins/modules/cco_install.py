@@ -38,13 +38,13 @@ options:
     type: list
     elements: str
   upgrade:
-    description: Upgrade C(claude), C(codex) or C(all) to the newest release of the configured channel (C(--upgrade)).
+    description: Upgrade C(claude), C(codex), C(gemini) or C(all) to the newest release of the configured channel (C(--upgrade)).
     type: str
-    choices: [claude, codex, all]
+    choices: [claude, codex, gemini, all]
   rollback:
-    description: Switch C(claude), C(codex) or C(all) back to the previous installed version (C(--rollback)).
+    description: Switch C(claude), C(codex), C(gemini) or C(all) back to the previous installed version (C(--rollback)).
     type: str
-    choices: [claude, codex, all]
+    choices: [claude, codex, gemini, all]
   bundle:
     description: An offline bundle to install the vendors from (C(--bundle)).
     type: path
@@ -123,8 +123,8 @@ def main():
         argument_spec=common_args(
             state=dict(type='str', choices=['present', 'absent'], default='present'),
             agents=dict(type='list', elements='str'),
-            upgrade=dict(type='str', choices=['claude', 'codex', 'all']),
-            rollback=dict(type='str', choices=['claude', 'codex', 'all']),
+            upgrade=dict(type='str', choices=['claude', 'codex', 'gemini', 'all']),
+            rollback=dict(type='str', choices=['claude', 'codex', 'gemini', 'all']),
             bundle=dict(type='path'),
             force=dict(type='bool', default=False),
         ),
@@ -133,8 +133,8 @@ def main():
     )
     p = module.params
     for a in p['agents'] or []:
-        if a not in ('claude', 'codex'):
-            module.fail_json(msg='agents: %r is not an agent cco knows (claude, codex)' % a)
+        if a not in ('claude', 'codex', 'gemini'):
+            module.fail_json(msg='agents: %r is not an agent cco knows (claude, codex, gemini)' % a)
     path = find_binary(module, p['binary'])
     if path is None:
         if module.check_mode and p['state'] == 'present':

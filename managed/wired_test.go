@@ -1,4 +1,4 @@
-package wiring_test
+package managed_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/guard"
 	"github.com/cco-dev/cco/guard/wiring"
 	"github.com/cco-dev/cco/internal/testenv"
@@ -15,7 +16,7 @@ import (
 	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
-var bothAgents = managed.Config{Agents: []string{"claude", "codex"}}
+var bothAgents = managed.Config{Agents: agent.Names()}
 
 type target struct {
 	t    *testing.T
@@ -55,9 +56,9 @@ func (tg *target) put(p, content string, mode os.FileMode) {
 	}
 }
 
-func (tg *target) wiring(agent string) wiring.Wiring {
+func (tg *target) wiring(agent string) managed.Wiring {
 	tg.t.Helper()
-	w := wiring.Wired(tg.root, tg.receipt(), []string{agent})
+	w := managed.Wired(tg.root, tg.receipt(), []string{agent})
 	if len(w) != 1 || w[0].Agent != agent {
 		tg.t.Fatalf("Wired: %+v", w)
 	}
@@ -71,8 +72,8 @@ func TestInstallThenStatusActive(t *testing.T) {
 	if rep := tg.install(); rep.ExitCode() != 0 {
 		t.Fatalf("install: %+v", rep.Steps)
 	}
-	for _, w := range wiring.Wired(tg.root, tg.receipt(), nil) {
-		if !w.Active || w.State != wiring.WiredOurs {
+	for _, w := range managed.Wired(tg.root, tg.receipt(), nil) {
+		if !w.Active || w.State != managed.WiredOurs {
 			t.Errorf("%s: %+v, want active and ours", w.Agent, w)
 		}
 	}
@@ -87,12 +88,12 @@ func TestInstallThenStatusActive(t *testing.T) {
 func TestInstallWithForeignRequirements(t *testing.T) {
 	tg := newTarget(t)
 	foreign := "# the site's own policy\nallowed_approval_policies = [\"on-request\"]\n"
-	tg.put(wiring.CodexRequirements, foreign, 0o644)
+	tg.put(managed.CodexRequirementsPath, foreign, 0o644)
 	rep := tg.install()
 	if rep.ExitCode() != provision.ExitConflict {
 		t.Fatalf("exit %d, want 3: %+v", rep.ExitCode(), rep.Steps)
 	}
-	if b, _ := os.ReadFile(filepath.Join(tg.dir, wiring.CodexRequirements)); string(b) != foreign {
+	if b, _ := os.ReadFile(filepath.Join(tg.dir, managed.CodexRequirementsPath)); string(b) != foreign {
 		t.Fatalf("the foreign requirements.toml was modified:\n%s", b)
 	}
 	var snippet string
@@ -104,7 +105,7 @@ func TestInstallWithForeignRequirements(t *testing.T) {
 	if !strings.Contains(snippet, "[[hooks.UserPromptSubmit.hooks]]") || !strings.Contains(snippet, guard.Command(guard.HookPromptGate, "codex")) {
 		t.Fatalf("snippet %q", snippet)
 	}
-	if w := tg.wiring("codex"); w.Active || w.State != wiring.NotWiredForeign {
+	if w := tg.wiring("codex"); w.Active || w.State != managed.NotWiredForeign {
 		t.Errorf("codex: %+v, want inactive, foreign-without", w)
 	}
 	if w := tg.wiring("claude"); !w.Active {
@@ -120,18 +121,18 @@ func TestWiredClaude(t *testing.T) {
 		name    string
 		install bool
 		files   map[string]string
-		state   wiring.WireState
+		state   managed.WireState
 		active  bool
 		detail  string
 	}{
-		{"missing", false, nil, wiring.NotWiredMissing, false, "no Claude Code managed settings"},
-		{"ours", true, nil, wiring.WiredOurs, true, "(cco's) wires the guard"},
-		{"foreign with the guard", false, map[string]string{wiring.ClaudeDropinDir + "/40-site.json": claudeGuard}, wiring.WiredForeign, true, "guard present (foreign file /etc/claude-code/managed-settings.d/40-site.json)"},
-		{"foreign without", false, map[string]string{wiring.ClaudeBase: `{"permissions": {"defaultMode": "plan"}}`}, wiring.NotWiredForeign, false, "wires the prompt gate"},
-		{"defeated by a later drop-in", true, map[string]string{wiring.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, wiring.Defeated, false, "90-site.json sets disableAllHooks: true"},
-		{"defeated by the base", true, map[string]string{wiring.ClaudeBase: `{"disableAllHooks": true}`}, wiring.Defeated, false, "managed-settings.json sets disableAllHooks"},
-		{"re-enabled by a later drop-in", true, map[string]string{wiring.ClaudeBase: `{"disableAllHooks": true}`, wiring.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": false}`}, wiring.WiredOurs, true, ""},
-		{"our drop-in broken", true, map[string]string{wiring.ClaudeDropin: `{"hooks": `}, wiring.Malformed, false, "50-cco.json does not parse: line 1, column"},
+		{"missing", false, nil, managed.NotWiredMissing, false, "no Claude Code managed settings"},
+		{"ours", true, nil, managed.WiredOurs, true, "(cco's) wires the guard"},
+		{"foreign with the guard", false, map[string]string{managed.ClaudeDropinDir + "/40-site.json": claudeGuard}, managed.WiredForeign, true, "guard present (foreign file /etc/claude-code/managed-settings.d/40-site.json)"},
+		{"foreign without", false, map[string]string{managed.ClaudeBasePath: `{"permissions": {"defaultMode": "plan"}}`}, managed.NotWiredForeign, false, "wires the prompt gate"},
+		{"defeated by a later drop-in", true, map[string]string{managed.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": true}`}, managed.Defeated, false, "90-site.json sets disableAllHooks: true"},
+		{"defeated by the base", true, map[string]string{managed.ClaudeBasePath: `{"disableAllHooks": true}`}, managed.Defeated, false, "managed-settings.json sets disableAllHooks"},
+		{"re-enabled by a later drop-in", true, map[string]string{managed.ClaudeBasePath: `{"disableAllHooks": true}`, managed.ClaudeDropinDir + "/90-site.json": `{"disableAllHooks": false}`}, managed.WiredOurs, true, ""},
+		{"our drop-in broken", true, map[string]string{managed.ClaudeDropinPath: `{"hooks": `}, managed.Malformed, false, "50-cco.json does not parse: line 1, column"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -157,18 +158,18 @@ func TestWiredCodex(t *testing.T) {
 		name    string
 		install bool
 		file    string
-		state   wiring.WireState
+		state   managed.WireState
 		active  bool
 		detail  string
 	}{
-		{"missing", false, "", wiring.NotWiredMissing, false, "does not exist"},
-		{"ours", true, "", wiring.WiredOurs, true, "(cco's) wires the guard"},
-		{"foreign with the guard", false, withGuard, wiring.WiredForeign, true, "guard present (foreign file"},
-		{"foreign without", false, "model = \"o3\"\n", wiring.NotWiredForeign, false, "does not wire cco's guard hooks"},
-		{"ours, edited away", true, "# emptied\n", wiring.NotWiredForeign, false, "was cco's and was edited"},
-		{"malformed", false, "[features]\nhooks = tru\n", wiring.Malformed, false, "does not parse: line 2, column"},
-		{"hooks feature off", false, "[features]\nhooks = false\n" + withGuard, wiring.Defeated, false, "hooks = false"},
-		{"gate for another agent", false, strings.ReplaceAll(withGuard, " codex", " claude"), wiring.NotWiredForeign, false, ""},
+		{"missing", false, "", managed.NotWiredMissing, false, "does not exist"},
+		{"ours", true, "", managed.WiredOurs, true, "(cco's) wires the guard"},
+		{"foreign with the guard", false, withGuard, managed.WiredForeign, true, "guard present (foreign file"},
+		{"foreign without", false, "model = \"o3\"\n", managed.NotWiredForeign, false, "does not wire cco's guard hooks"},
+		{"ours, edited away", true, "# emptied\n", managed.NotWiredForeign, false, "was cco's and was edited"},
+		{"malformed", false, "[features]\nhooks = tru\n", managed.Malformed, false, "does not parse: line 2, column"},
+		{"hooks feature off", false, "[features]\nhooks = false\n" + withGuard, managed.Defeated, false, "hooks = false"},
+		{"gate for another agent", false, strings.ReplaceAll(withGuard, " codex", " claude"), managed.NotWiredForeign, false, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -177,7 +178,7 @@ func TestWiredCodex(t *testing.T) {
 				tg.install()
 			}
 			if c.file != "" {
-				tg.put(wiring.CodexRequirements, c.file, 0o644)
+				tg.put(managed.CodexRequirementsPath, c.file, 0o644)
 			}
 			w := tg.wiring("codex")
 			if w.State != c.state || w.Active != c.active || !strings.Contains(w.Detail, c.detail) || (!w.Active && w.Fix == "") {
@@ -216,11 +217,11 @@ func TestDrift(t *testing.T) {
 			os.Remove(filepath.Join(tg.dir, guard.PromptGateScript))
 		}, []string{guard.PromptGateScript + ": the guard script is missing, so every prompt is blocked"}},
 		{"policy removed", func(tg *target) {
-			os.Remove(filepath.Join(tg.dir, wiring.ClaudeDropin))
-		}, []string{wiring.ClaudeDropin + ": the policy file cco wrote was removed"}},
+			os.Remove(filepath.Join(tg.dir, managed.ClaudeDropinPath))
+		}, []string{managed.ClaudeDropinPath + ": the policy file cco wrote was removed"}},
 		{"policy edited", func(tg *target) {
-			tg.put(wiring.CodexManagedConfig, "check_for_update_on_startup = true\n", 0o644)
-		}, []string{wiring.CodexManagedConfig + ": the policy file cco wrote was edited", "--force"}},
+			tg.put(managed.CodexManagedConfigPath, "check_for_update_on_startup = true\n", 0o644)
+		}, []string{managed.CodexManagedConfigPath + ": the policy file cco wrote was edited", "--force"}},
 		{"vendor claude ahead on PATH", func(tg *target) {
 			tg.put("/home/ada/.local/share/claude/versions/2.1.328", "ELF", 0o755)
 			os.MkdirAll(filepath.Join(tg.dir, "/home/ada/.local/bin"), 0o755)

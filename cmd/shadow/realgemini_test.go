@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cco-dev/cco/internal/testenv"
+)
+
+// The real Gemini CLI (CCO_GEMINI_PACKAGE, an unpacked @google/gemini-cli)
+// through the shadow, as an unprivileged user, with egress off: Gemini's own
+// sandbox stays off, the headless run is trusted, no system settings file
+// gets in its way, and the prompt goes to the model, which it cannot reach
+// (the jail has no network: not one packet leaves).
+func TestRealGeminiThroughTheShadow(t *testing.T) {
+	pkg := os.Getenv("CCO_GEMINI_PACKAGE")
+	if pkg == "" {
+		t.Skip("set CCO_GEMINI_PACKAGE to an unpacked @google/gemini-cli package (scripts/test.sh does)")
+	}
+	testenv.RequireRoot(t)
+	testenv.RequireBwrap(t)
+	root, err := buildRoot()
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The package in place of the fake agent, readable by every user.
+	current := filepath.Join(root, "usr/libexec/cco/gemini/current")
+	if err := os.RemoveAll(current); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(abs, current); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/cco/sandbox.toml"), []byte("egress = \"off\"\npass_env = [\"GEMINI_API_KEY\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, asNobody)
+	c := w.cmd(root, "gemini", w.ws, "-p", "hello")
+	c.Env = append(c.Env, "GEMINI_API_KEY=dummy-key-for-an-offline-test", "NO_COLOR=1")
+	c.SysProcAttr.Setpgid = true
+	// The output goes to a file, which the test reads while gemini runs.
+	outPath := filepath.Join(w.base, "gemini.out")
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	output := func() string { b, _ := os.ReadFile(outPath); return string(b) }
+	c.Stdout, c.Stderr, c.Stdin = outFile, outFile, strings.NewReader("")
+	defer testenv.Launching(t)()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	// Gemini retries an unreachable model for minutes: the first failed
+	// attempt is the answer.
+	deadline := time.After(90 * time.Second)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-deadline:
+			break wait
+		case <-tick.C:
+			if strings.Contains(output(), "fetch failed") {
+				break wait
+			}
+		}
+	}
+	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+	text := output()
+	if !strings.Contains(text, "fetch failed") {
+		t.Fatalf("gemini did not get as far as the model call:\n%s", text)
+	}
+	for _, bad := range []string{"Agent execution blocked", "Security Warning", "untrusted", "not trusted", "docker", "podman", "Please set an Auth method"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("gemini's output has %q:\n%s", bad, text)
+		}
+	}
+}
