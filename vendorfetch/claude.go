@@ -69,7 +69,7 @@ func resolveClaude(ctx context.Context, src source, cfg Config) (string, error) 
 func fetchClaude(ctx context.Context, src source, cfg Config, sg *signer, version, platform string, dir *os.File, found []adoptable) (*claudeRelease, error) {
 	base := strings.TrimRight(cfg.Claude.BaseURL, "/") + "/" + version
 	rel := &claudeRelease{version: version, platform: platform}
-	if sg != nil && versionLess(version, FirstSignedClaude) {
+	if sg != nil && compareVersions(version, FirstSignedClaude) < 0 {
 		return nil, fmt.Errorf("version %s is older than %s, the first with a signed manifest, and claude.signing_key is set: refusing to install it unsigned (pin %s or later, or unset claude.signing_key)", version, FirstSignedClaude, FirstSignedClaude)
 	}
 	var err error
@@ -316,7 +316,7 @@ func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error
 	prev := loadState(&run.View, StepClaude)
 	var keyBytes []byte
 	noKey := ""
-	if cfg.Claude.SigningKey == "" && !versionLess(p.version, FirstSignedClaude) {
+	if cfg.Claude.SigningKey == "" && compareVersions(p.version, FirstSignedClaude) >= 0 {
 		if sg, keyBytes, noKey, err = defaultSigner(run.Ctx, &run.View, p.src, cfg); err != nil {
 			return "", fmt.Errorf("claude: %w", err)
 		}

@@ -81,17 +81,6 @@ func TestCheckVersion(t *testing.T) {
 	}
 }
 
-func TestVersionLess(t *testing.T) {
-	for _, c := range [][2]string{{"2.1.88", "2.1.89"}, {"2.0.999", "2.1.89"}, {"1.9", "2.1.89"}, {"2.1.9", "2.1.89"}} {
-		if !versionLess(c[0], c[1]) || versionLess(c[1], c[0]) {
-			t.Errorf("%s < %s wrong", c[0], c[1])
-		}
-	}
-	if versionLess("2.1.89", "2.1.89") || versionLess("2.1.300", "2.1.89") {
-		t.Error("equal or newer counted as older")
-	}
-}
-
 func TestParseCodexVersion(t *testing.T) {
 	for in, want := range map[string]string{
 		"0.169.0": "0.169.0", "rust-v0.169.0\n": "0.169.0", "v0.2.0": "0.2.0",

@@ -11,40 +11,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/cco-dev/cco/provision"
 )
 
-// compareVersions orders versions of the checked shape (digits and dots, an
-// optional -suffix): numerically part by part, and a -suffix (a pre-release)
-// before the plain version.
+// compareVersions is the one order of versions: semantic versioning's
+// (Masterminds/semver, lenient: "1.2" is 1.2.0), so a pre-release such as
+// 1.2.0-beta.1 sorts before 1.2.0. Versions are checked by CheckVersion first;
+// one that still does not parse sorts before every one that does, so an odd
+// name never wins an upgrade.
 func compareVersions(a, b string) int {
-	an, as, _ := strings.Cut(a, "-")
-	bn, bs, _ := strings.Cut(b, "-")
-	ap, bp := strings.Split(an, "."), strings.Split(bn, ".")
-	for i := 0; i < max(len(ap), len(bp)); i++ {
-		var x, y int
-		if i < len(ap) {
-			x, _ = strconv.Atoi(ap[i])
-		}
-		if i < len(bp) {
-			y, _ = strconv.Atoi(bp[i])
-		}
-		if x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-	}
+	va, ea := semver.NewVersion(a)
+	vb, eb := semver.NewVersion(b)
 	switch {
-	case as == bs:
-		return 0
-	case as == "":
+	case ea == nil && eb == nil:
+		return va.Compare(vb)
+	case ea == nil:
 		return 1
-	case bs == "":
+	case eb == nil:
 		return -1
 	}
-	return strings.Compare(as, bs)
+	return strings.Compare(a, b)
 }
 
 // forwardOnly refuses a channel that names an older release than the one
