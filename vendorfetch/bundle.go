@@ -21,13 +21,15 @@ import (
 
 // An offline bundle is a tar.xz whose first member is index.json, followed
 // by the release files under the stores' own layouts (claude/<ver>/...,
-// codex/releases/<ver>/...): installing from it runs the very same
+// codex/releases/<ver>/..., and an npm registry's npm/<name> packument,
+// cut to the bundled versions, and npm/<name>/-/<tarball>): installing from it runs the very same
 // verification as online, against the manifests and checksum files the
 // bundle carries.
 const (
 	bundleScheme     = "bundle:/"
 	bundleClaudeBase = bundleScheme + "claude"
 	bundleCodexBase  = bundleScheme + "codex"
+	bundleNpmBase    = bundleScheme + "npm"
 	bundleIndexName  = "index.json"
 	// BundleSchema is the version of the bundle's index.
 	BundleSchema = 1
@@ -221,15 +223,17 @@ func WriteBundle(ctx context.Context, cfg Config, out string) error {
 	large := map[string]string{} // member -> file in tmp
 	var order []string
 	for _, a := range cfg.Agents {
-		switch a {
-		case AgentClaude:
-			if err := bundleClaude(ctx, src, cfg, platform, dir, &idx, small, large, &order); err != nil {
-				return fmt.Errorf("bundle: claude: %w", err)
-			}
-		case AgentCodex:
-			if err := bundleCodex(ctx, src, cfg, platform, dir, &idx, small, large, &order); err != nil {
-				return fmt.Errorf("bundle: codex: %w", err)
-			}
+		var err error
+		switch rs := newReleaseSource(cfg, a).(type) {
+		case *claudeStore:
+			err = bundleClaude(ctx, src, cfg, platform, dir, &idx, small, large, &order)
+		case *codexSource:
+			err = bundleCodex(ctx, src, cfg, platform, dir, &idx, small, large, &order)
+		case *npmSource:
+			err = rs.bundle(ctx, src, platform, dir, &idx, small, large, &order)
+		}
+		if err != nil {
+			return fmt.Errorf("bundle: %s: %w", a, err)
 		}
 	}
 	return writeBundleFile(out, tmp, idx, small, large, order)
@@ -331,8 +335,8 @@ func writeBundleFile(out, tmp string, idx bundleIndex, small map[string][]byte, 
 	if err := add(bundleIndexName, int64(len(ib)), strings.NewReader(string(ib))); err != nil {
 		return err
 	}
-	for _, e := range []string{AgentClaude, AgentCodex} {
-		for _, name := range idx.Agents[e].Files {
+	for _, a := range vendorAgents {
+		for _, name := range idx.Agents[a.name].Files {
 			if b, isSmall := small[name]; isSmall {
 				if err := add(name, int64(len(b)), strings.NewReader(string(b))); err != nil {
 					return err

@@ -14,6 +14,9 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/vendorfetch/extract"
 )
 
 // SumsAsset is the checksum file of a Codex release.
@@ -285,6 +288,68 @@ func validateCodexTree(dir *os.File, files map[string]memberInfo, version, targe
 		return fmt.Errorf("the entrypoint %q is not executable (mode %04o)", p.Entrypoint, m.mode)
 	}
 	return nil
+}
+
+// codexSource is Codex's release stores, in order, then the GitHub layout
+// (or the bundle's copy) as a release source.
+type codexSource struct{ cfg Config }
+
+func (c *codexSource) target(platform string) string { return codexTarget(platform) }
+
+func (c *codexSource) resolve(ctx context.Context, _ *provision.View, tr source, pin, channel, _ string) (string, *resolved, error) {
+	cfg := c.cfg
+	cfg.Codex.Version, cfg.Codex.Channel = pin, channel
+	v, digests, err := resolveCodex(ctx, tr, cfg)
+	return v, &resolved{digests: digests}, err
+}
+
+// fetch verifies the archive against one line of the release's SHA256SUMS
+// and unpacks it into the version directory.
+func (c *codexSource) fetch(run *provision.Run, p *vendorPlan, sgd *staging) (*fetched, error) {
+	var digests map[string]string
+	if p.res != nil {
+		digests = p.res.digests
+	}
+	rel, err := fetchCodex(run.Ctx, p.tr, c.cfg, p.version, p.target, digests, sgd.dir)
+	if err != nil {
+		return nil, err
+	}
+	res, err := unpackCodex(sgd, rel, c.cfg.UnpackLimit)
+	if err != nil {
+		return nil, err
+	}
+	return &fetched{url: rel.url, verified: "sha256 against " + SumsAsset, members: res.Members, stripped: res.Stripped, warnings: rel.warnings}, nil
+}
+
+// unpackCodex extracts the verified archive into the staging directory's
+// "version" directory and validates the tree.
+func unpackCodex(sgd *staging, rel *codexRelease, limit int64) (*extract.Result, error) {
+	f, err := openIn(sgd.dir, "package")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	vdir, err := subdir(sgd.dir, "version")
+	if err != nil {
+		return nil, err
+	}
+	defer vdir.Close()
+	res, err := extract.Extract(f, vdir, limit)
+	if err != nil {
+		return nil, fmt.Errorf("unpacking %s: %w", rel.asset, err)
+	}
+	if err := validateCodexTree(vdir, memberInfos(res.Members), rel.version, rel.target); err != nil {
+		return nil, fmt.Errorf("%s: %w", rel.asset, err)
+	}
+	return res, nil
+}
+
+func memberInfos(ms []extract.Member) map[string]memberInfo {
+	files := map[string]memberInfo{}
+	for _, m := range ms {
+		files[m.Name] = memberInfo{kind: m.Kind, mode: uint32(m.Mode.Perm())}
+	}
+	return files
 }
 
 type memberInfo struct {

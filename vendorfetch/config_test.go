@@ -25,7 +25,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		mod  func(c *Config)
 		want string
 	}{
-		{"unknown agent", func(c *Config) { c.Agents = []string{"claude", "gemini"} }, `agents: unknown agent "gemini"`},
+		{"unknown agent", func(c *Config) { c.Agents = []string{"claude", "aider"} }, `agents: unknown agent "aider"`},
 		{"bad claude version", func(c *Config) { c.Claude.Version = "2.1/../x" }, `claude.version: "2.1/../x" is not a version`},
 		{"bad codex version", func(c *Config) { c.Codex.Version = "latest" }, `codex.version: "latest" is not a version`},
 		{"pin and explicit channel", func(c *Config) {

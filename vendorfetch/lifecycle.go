@@ -46,22 +46,22 @@ func forwardOnly(cfg Config, agent string, st *agentState, pin, resolved string)
 }
 
 // RollbackSteps switch each agent's `current` back to the previous version
-// the receipt records (rollback.claude, rollback.codex); the version that was
-// current becomes the previous one.
+// the receipt records (rollback.claude, rollback.codex, rollback.gemini); the
+// version that was current becomes the previous one.
 func RollbackSteps(cfg Config, agents []string) []provision.Step {
 	var out []provision.Step
-	for _, a := range agents {
-		switch a {
-		case AgentClaude:
-			out = append(out, &rollbackStep{agent: a, step: StepClaude, dir: ClaudeDir, entry: "claude"})
-		case AgentCodex:
-			out = append(out, &rollbackStep{agent: a, step: StepCodex, dir: CodexDir, entry: "bin/codex"})
+	for _, name := range agents {
+		if a, ok := lookupAgent(name); ok {
+			out = append(out, &rollbackStep{agent: a.name, step: a.step, dir: a.dir, entry: a.entry, exec: a.exec})
 		}
 	}
 	return out
 }
 
-type rollbackStep struct{ agent, step, dir, entry string }
+type rollbackStep struct {
+	agent, step, dir, entry string
+	exec                    bool
+}
 
 func (s *rollbackStep) ID() string   { return "rollback." + s.agent }
 func (s *rollbackStep) Name() string { return "switch " + s.agent + " back to its previous version" }
@@ -81,7 +81,7 @@ func (s *rollbackStep) Check(run *provision.View) (provision.Check, error) {
 		return c, fmt.Errorf("%s %s: nothing older is installed (the other kept version, %s, is newer: use --upgrade %s to go forward)", s.agent, st.Version, st.Previous, s.agent)
 	}
 	bin := s.dir + "/" + st.Previous + "/" + s.entry
-	if fi, err := run.Root.Lstat(bin); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+	if fi, err := run.Root.Lstat(bin); err != nil || !fi.Mode().IsRegular() || s.exec && fi.Mode()&0o111 == 0 {
 		return c, fmt.Errorf("%s: the previous version %s is no longer at %s: reinstall it with a pin (%s.version = %q)", s.agent, st.Previous, bin, s.agent, st.Previous)
 	}
 	if e := run.Receipt.Paths[bin]; e == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/vendorfetch"
 )
 
 // ConfigPath is the installer's configuration file on the target system.
@@ -474,8 +475,8 @@ func (c *Config) duration(name string) time.Duration {
 func (c *Config) decode() {
 	c.Agents = c.List("agents")
 	for _, a := range c.Agents {
-		if a != "claude" && a != "codex" {
-			c.bad("agents", strings.Join(c.Agents, ","), "the known agents are claude and codex")
+		if a != "claude" && a != "codex" && a != vendorfetch.AgentGemini {
+			c.bad("agents", strings.Join(c.Agents, ","), "the known agents are claude, codex and gemini")
 			c.Agents = c.List("agents")
 			break
 		}
