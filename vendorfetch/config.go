@@ -62,10 +62,10 @@ const (
 
 // Config is how the vendors' releases are obtained.
 type Config struct {
-	Agents      []string // which agents' steps run ("claude", "codex", "gemini")
-	Claude      ClaudeConfig
-	Codex       CodexConfig
-	Gemini      GeminiConfig
+	Agents []string // which agents' steps run ("claude", "codex", "gemini")
+	Claude ClaudeConfig
+	Codex  CodexConfig
+	Gemini GeminiConfig
 	// NpmKeys is the path of a file of registry signing keys, in the form
 	// of a registry's /-/npm/v1/keys answer, trusted besides the public
 	// registry's keys shipped with cco ("" = those alone).
