@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -232,7 +233,8 @@ func (n *npmSource) resolve(ctx context.Context, run *provision.View, tr source,
 		return "", nil, err
 	}
 	res := &resolved{}
-	if n.layout.node {
+	// A bundle is made where it is not run: its Node is the target's.
+	if n.layout.node && run != nil {
 		if res.node, err = checkNode(run, n.cfg.Gemini.Node, m); err != nil {
 			return "", nil, err
 		}
@@ -264,11 +266,14 @@ func (n *npmSource) build(main *npmManifest, target string) (string, string, err
 	if !strings.HasPrefix(name, main.Name) || !strings.HasPrefix(version, main.Version) {
 		return "", "", fmt.Errorf("%s@%s names %s@%s for %s: not a build of this release", main.Name, main.Version, name, version, target)
 	}
-	if err := CheckVersion(key, version); err != nil {
-		return "", "", err
+	// A build's version is never a path of ours; it names a packument entry.
+	if !buildVersionRE.MatchString(version) {
+		return "", "", fmt.Errorf("%s@%s: the optional dependency %s has the version %q, not a version", main.Name, main.Version, key, version)
 	}
 	return name, version, nil
 }
+
+var buildVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[A-Za-z0-9.-]+)?$`)
 
 // npmRelease is a fetched and verified tarball.
 type npmRelease struct {
@@ -549,13 +554,7 @@ func (n *npmSource) bundle(ctx context.Context, tr source, platform string, dir 
 		channel = ""
 	}
 	target := n.target(platform)
-	root, err := provision.OpenRoot("/")
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	view := &provision.View{Ctx: ctx, Root: root.ReadOnly(), Receipt: &provision.Receipt{}}
-	v, _, err := n.resolve(ctx, view, tr, pin, channel, target)
+	v, _, err := n.resolve(ctx, nil, tr, pin, channel, target)
 	if err != nil {
 		return err
 	}

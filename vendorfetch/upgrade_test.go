@@ -32,7 +32,8 @@ func TestUpgradeIsForwardOnly(t *testing.T) {
 	wantStatus(t, install(t, root, cfg), StepClaude, provision.StatusChanged)
 }
 
-func rollback(t *testing.T, root string, cfg Config) provision.StepReport {
+// rollback runs the rollback of the agent (claude when none is named).
+func rollback(t *testing.T, root string, cfg Config, agent ...string) provision.StepReport {
 	t.Helper()
 	r, err := provision.OpenRoot(root)
 	if err != nil {
@@ -43,7 +44,11 @@ func rollback(t *testing.T, root string, cfg Config) provision.StepReport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return stepOf(t, provision.Execute(run, RollbackSteps(cfg, []string{AgentClaude})), "rollback.claude")
+	a := AgentClaude
+	if len(agent) > 0 {
+		a = agent[0]
+	}
+	return stepOf(t, provision.Execute(run, RollbackSteps(cfg, []string{a})), "rollback."+a)
 }
 
 // A rollback switches current to the previous version and swaps the two; a
