@@ -3,134 +3,28 @@ package vendorfetch
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/sha512"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/cco-dev/cco/vendorfetch/npmtest"
 )
 
-// npmReg is an npm registry on the test store: packuments at
-// /npm/<name>, tarballs at /npm/<name>/-/<file>.tgz, signed with a key made
-// here and listed in keysFile (the form of /-/npm/v1/keys), which tests
-// pass as npm_keys.
+// npmReg is the test registry of npmtest beside the store, with the
+// vendors' package shapes.
 type npmReg struct {
-	t        testing.TB
-	s        *store
-	key      *ecdsa.PrivateKey
-	keyID    string
-	keysFile string
-	docs     map[string]map[string]any
+	*npmtest.Registry
+	t testing.TB
+	s *store
 }
 
 func newNpmReg(t testing.TB, s *store) *npmReg {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.Sum256(der)
-	r := &npmReg{t: t, s: s, key: k, keyID: "SHA256:" + base64.RawStdEncoding.EncodeToString(h[:]), docs: map[string]map[string]any{}}
-	r.keysFile = filepath.Join(t.TempDir(), "npm-keys.json")
-	doc := map[string]any{"keys": []map[string]any{{"expires": nil, "keyid": r.keyID, "keytype": "ecdsa-sha2-nistp256", "scheme": "ecdsa-sha2-nistp256", "key": base64.StdEncoding.EncodeToString(der)}}}
-	b, _ := json.Marshal(doc)
-	if err := os.WriteFile(r.keysFile, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s.put("/npm/-/npm/v1/keys", b)
-	return r
-}
-
-func (r *npmReg) base() string { return r.s.srv.URL + "/npm" }
-
-// npmPub is one version to publish.
-type npmPub struct {
-	name, version string
-	tarball       []byte
-	engines       map[string]string
-	optional      map[string]string
-	tags          []string
-	noSig         bool   // serve no dist.signatures
-	signAs        string // sign this message instead of the right one
-	otherKey      bool   // sign with a key nobody trusts
-	integrityOf   []byte // dist.integrity of these bytes, not the tarball's
-	published     time.Time
-	tarballURL    string // dist.tarball ("" = on the registry)
-}
-
-func integrity(b []byte) string {
-	h := sha512.Sum512(b)
-	return "sha512-" + base64.StdEncoding.EncodeToString(h[:])
-}
-
-func (r *npmReg) publish(p npmPub) {
-	r.t.Helper()
-	base := path.Base(p.name) + "-" + p.version + ".tgz"
-	tpath := "/npm/" + p.name + "/-/" + base
-	r.s.put(tpath, p.tarball)
-	integ := integrity(p.tarball)
-	if p.integrityOf != nil {
-		integ = integrity(p.integrityOf)
-	}
-	dist := map[string]any{"integrity": integ, "tarball": r.s.srv.URL + tpath}
-	if p.tarballURL != "" {
-		dist["tarball"] = p.tarballURL
-	}
-	if !p.noSig {
-		msg := p.name + "@" + p.version + ":" + integ
-		if p.signAs != "" {
-			msg = p.signAs
-		}
-		key := r.key
-		kid := r.keyID
-		if p.otherKey {
-			key, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			kid = "SHA256:not-trusted"
-		}
-		h := sha256.Sum256([]byte(msg))
-		sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		dist["signatures"] = []map[string]string{{"keyid": kid, "sig": base64.StdEncoding.EncodeToString(sig)}}
-	}
-	m := map[string]any{"name": p.name, "version": p.version, "dist": dist}
-	if p.engines != nil {
-		m["engines"] = p.engines
-	}
-	if p.optional != nil {
-		m["optionalDependencies"] = p.optional
-	}
-	doc := r.docs[p.name]
-	if doc == nil {
-		doc = map[string]any{"name": p.name, "dist-tags": map[string]string{}, "versions": map[string]any{}, "time": map[string]string{}}
-		r.docs[p.name] = doc
-	}
-	doc["versions"].(map[string]any)[p.version] = m
-	pub := p.published
-	if pub.IsZero() {
-		pub = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	}
-	doc["time"].(map[string]string)[p.version] = pub.Format(time.RFC3339Nano)
-	for _, t := range p.tags {
-		doc["dist-tags"].(map[string]string)[t] = p.version
-	}
-	b, _ := json.Marshal(doc)
-	r.s.put("/npm/"+p.name, b)
+	return &npmReg{Registry: npmtest.New(t), t: t, s: s}
 }
 
 // npmTarball is a gzipped tar of entries (named with their package/ prefix).
@@ -176,7 +70,7 @@ func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // publishGemini publishes a Gemini CLI version with the tags.
 func (r *npmReg) publishGemini(version string, tags ...string) []byte {
 	tb := npmTarball(r.t, geminiEntries(version))
-	r.publish(npmPub{name: NpmGemini, version: version, tarball: tb, engines: map[string]string{"node": ">=20"}, tags: tags})
+	r.Publish(npmtest.Pub{Name: NpmGemini, Version: version, Tarball: tb, Engines: map[string]string{"node": ">=20"}, Tags: tags})
 	return tb
 }
 
@@ -190,9 +84,9 @@ func (r *npmReg) publishClaude(version, platform string, tags ...string) []byte 
 		{name: "package/package.json", body: string(pj)},
 		{name: "package/README.md", body: "readme"},
 	})
-	r.publish(npmPub{name: NpmClaude + "-" + platform, version: version, tarball: tb})
-	r.publish(npmPub{name: NpmClaude, version: version, tarball: npmTarball(r.t, []tarEntry{{name: "package/package.json", body: "{}"}}),
-		optional: map[string]string{NpmClaude + "-" + platform: version, NpmClaude + "-darwin-arm64": version}, engines: map[string]string{"node": ">=22.0.0"}, tags: tags})
+	r.Publish(npmtest.Pub{Name: NpmClaude + "-" + platform, Version: version, Tarball: tb})
+	r.Publish(npmtest.Pub{Name: NpmClaude, Version: version, Tarball: npmTarball(r.t, []tarEntry{{name: "package/package.json", body: "{}"}}),
+		Optional: map[string]string{NpmClaude + "-" + platform: version, NpmClaude + "-darwin-arm64": version}, Engines: map[string]string{"node": ">=22.0.0"}, Tags: tags})
 	return bin
 }
 
@@ -219,16 +113,16 @@ func (r *npmReg) publishCodex(version, target string, extra ...tarEntry) {
 	if strings.HasPrefix(target, "aarch64") {
 		arch = "arm64"
 	}
-	r.publish(npmPub{name: NpmCodex, version: version + "-linux-" + arch, tarball: npmTarball(r.t, codexNpmEntries(version, target, extra...))})
-	r.publish(npmPub{name: NpmCodex, version: version, tarball: npmTarball(r.t, []tarEntry{{name: "package/package.json", body: "{}"}}),
-		optional: map[string]string{NpmCodex + "-linux-" + arch: "npm:" + NpmCodex + "@" + version + "-linux-" + arch}, tags: []string{"latest"}})
+	r.Publish(npmtest.Pub{Name: NpmCodex, Version: version + "-linux-" + arch, Tarball: npmTarball(r.t, codexNpmEntries(version, target, extra...))})
+	r.Publish(npmtest.Pub{Name: NpmCodex, Version: version, Tarball: npmTarball(r.t, []tarEntry{{name: "package/package.json", body: "{}"}}),
+		Optional: map[string]string{NpmCodex + "-linux-" + arch: "npm:" + NpmCodex + "@" + version + "-linux-" + arch}, Tags: []string{"latest"}})
 }
 
 // npmConfig points every npm source at the registry, trusting its key.
 func (r *npmReg) config(agents ...string) Config {
 	c := r.s.config(agents...)
-	c.Gemini.Registry, c.Claude.Registry, c.Codex.Registry = r.base(), r.base(), r.base()
-	c.NpmKeys = r.keysFile
+	c.Gemini.Registry, c.Claude.Registry, c.Codex.Registry = r.URL(), r.URL(), r.URL()
+	c.NpmKeys = r.KeysFile
 	return c
 }
 
