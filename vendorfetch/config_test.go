@@ -45,6 +45,17 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"bad platform", func(c *Config) { c.Platform = "darwin-arm64" }, `platform: "darwin-arm64"`},
 		{"bad fingerprint", func(c *Config) { c.Claude.SigningFingerprint = "abc" }, "claude.signing_fingerprint"},
 		{"bad upgrade", func(c *Config) { c.Upgrade = map[string]bool{"vim": true} }, `--upgrade: unknown agent "vim"`},
+		{"bad source", func(c *Config) { c.Codex.Source = "pypi" }, `codex.source: "pypi" is not a source (store or npm)`},
+		{"bad registry", func(c *Config) { c.Gemini.Registry = "registry.example" }, `gemini.registry: "registry.example" is not an http(s) URL`},
+		{"claude registry", func(c *Config) { c.Claude.Registry = "https://r/x?y" }, "claude.registry"},
+		{"bad dist-tag", func(c *Config) { c.Gemini.Channel = "pre view" }, `gemini.channel: "pre view" is not an npm dist-tag`},
+		{"gemini pin and channel", func(c *Config) {
+			c.Gemini.Version = "0.61.0"
+			c.Explicit = map[string]bool{"gemini.channel": true}
+		}, "gemini.version \"0.61.0\" and gemini.channel"},
+		{"bad gemini version", func(c *Config) { c.Gemini.Version = "../0.61" }, "gemini.version"},
+		{"relative node", func(c *Config) { c.Gemini.Node = "bin/node" }, `gemini.node: "bin/node" is neither`},
+		{"store channel on npm", func(c *Config) { c.Codex.Channel = "alpha" }, `codex.channel: "alpha" is not a channel (latest)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,6 +74,17 @@ func TestValidateNamesTheKey(t *testing.T) {
 	c.Codex.GitHubBaseURL, c.Codex.GitHubAPIURL = "", ""
 	if err := c.Validate(); err != nil {
 		t.Error(err)
+	}
+	// An npm source's channel is any dist-tag; claude's defaults to latest.
+	c = DefaultConfig()
+	c.Codex.Source, c.Codex.Channel = SourceNpm, "alpha"
+	c.Claude.Source, c.Claude.Channel = SourceNpm, ""
+	c.Gemini.Channel, c.Gemini.Node = "nightly", "/opt/node/bin/node"
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+	if d := c.withDefaults(); d.Claude.Channel != "latest" {
+		t.Errorf("claude from npm defaults to the channel %q, want latest", d.Claude.Channel)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 // versions live and which file of a version is the one that runs.
 type vendorAgent struct {
 	name, step, dir string
+	title           string // the vendor's name of it, for the step's name
 	// entry is the file of a version directory that is run (the rollback
 	// checks it is still there); exec says it must be executable.
 	entry string
@@ -21,9 +22,9 @@ type vendorAgent struct {
 
 // vendorAgents is the one table of the agents this package installs.
 var vendorAgents = []vendorAgent{
-	{name: AgentClaude, step: StepClaude, dir: ClaudeDir, entry: "claude", exec: true},
-	{name: AgentCodex, step: StepCodex, dir: CodexDir, entry: "bin/codex", exec: true},
-	{name: AgentGemini, step: StepGemini, dir: GeminiDir, entry: GeminiEntry},
+	{name: AgentClaude, title: "Claude Code", step: StepClaude, dir: ClaudeDir, entry: "claude", exec: true},
+	{name: AgentCodex, title: "Codex", step: StepCodex, dir: CodexDir, entry: "bin/codex", exec: true},
+	{name: AgentGemini, title: "Gemini CLI", step: StepGemini, dir: GeminiDir, entry: GeminiEntry},
 }
 
 func lookupAgent(name string) (vendorAgent, bool) {
@@ -94,7 +95,7 @@ type vendorStep struct {
 
 func (s *vendorStep) ID() string { return s.agent.step }
 func (s *vendorStep) Name() string {
-	return fmt.Sprintf("install %s (%s)", s.agent.name, s.agent.dir)
+	return fmt.Sprintf("install %s (%s)", s.agent.title, s.agent.dir)
 }
 
 // settings are the agent's pin and channel as configured.
