@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -253,18 +254,12 @@ type codexPackage struct {
 // layoutVersion 1 and the resolved version (and target), and its
 // entrypoint a regular executable file of the tree.
 func validateCodexTree(dir *os.File, files map[string]memberInfo, version, target string) error {
-	f, err := openIn(dir, "codex-package.json")
-	if err != nil {
-		return fmt.Errorf("the package has no codex-package.json at its top: not a Codex standalone package")
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSmall))
-	if err != nil {
-		return err
-	}
 	var p codexPackage
-	if err := json.Unmarshal(b, &p); err != nil {
-		return fmt.Errorf("codex-package.json does not parse: %v", err)
+	var pe *fs.PathError
+	if err := readJSONIn(dir, "codex-package.json", &p); errors.As(err, &pe) {
+		return fmt.Errorf("the package has no codex-package.json at its top: not a Codex standalone package")
+	} else if err != nil {
+		return err
 	}
 	if p.LayoutVersion != 1 {
 		return fmt.Errorf("codex-package.json has layoutVersion %d; this cco knows layout 1 (use a newer cco-install)", p.LayoutVersion)
@@ -350,6 +345,24 @@ func memberInfos(ms []extract.Member) map[string]memberInfo {
 		files[m.Name] = memberInfo{kind: m.Kind, mode: uint32(m.Mode.Perm())}
 	}
 	return files
+}
+
+// readJSONIn parses the small JSON file name of dir into v; a file that
+// cannot be opened is an *fs.PathError.
+func readJSONIn(dir *os.File, name string, v any) error {
+	f, err := openIn(dir, name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSmall))
+	if err != nil {
+		return fmt.Errorf("reading %s: %v", name, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s does not parse: %v", name, err)
+	}
+	return nil
 }
 
 type memberInfo struct {

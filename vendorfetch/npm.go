@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path"
@@ -522,18 +523,12 @@ func validateClaudeTree(_ *os.File, files map[string]memberInfo, _, _ string) er
 // validateGeminiTree checks the package is Gemini CLI at the version:
 // package.json's name and version, and its entry script.
 func validateGeminiTree(dir *os.File, files map[string]memberInfo, version, _ string) error {
-	f, err := openIn(dir, "package.json")
-	if err != nil {
-		return errors.New("the package has no package.json")
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSmall))
-	if err != nil {
-		return err
-	}
 	var pj struct{ Name, Version string }
-	if err := json.Unmarshal(b, &pj); err != nil {
-		return fmt.Errorf("package.json does not parse: %v", err)
+	var pe *fs.PathError
+	if err := readJSONIn(dir, "package.json", &pj); errors.As(err, &pe) {
+		return errors.New("the package has no package.json")
+	} else if err != nil {
+		return err
 	}
 	if pj.Name != NpmGemini || pj.Version != version {
 		return fmt.Errorf("package.json is %s@%s, not %s@%s", pj.Name, pj.Version, NpmGemini, version)
