@@ -81,6 +81,15 @@ type source interface {
 	download(ctx context.Context, url string, dst *os.File, h hash.Hash, limit int64) (int64, error)
 }
 
+// acceptKey carries the Accept header of a request in its context.
+type acceptKey struct{}
+
+// withAccept asks for one form of a document (an npm registry's abbreviated
+// packument) where the server has several.
+func withAccept(ctx context.Context, accept string) context.Context {
+	return context.WithValue(ctx, acceptKey{}, accept)
+}
+
 // netSource fetches over HTTP(S) with retries, resume and a stall timeout.
 type netSource struct {
 	client   *http.Client
@@ -158,6 +167,9 @@ func (s *netSource) get(ctx context.Context, url string, offset int64) (*http.Re
 		return nil, nil, nil, permanentError{fmt.Errorf("request for %s: %w", url, err)}
 	}
 	req.Header.Set("User-Agent", "cco-install")
+	if a, ok := ctx.Value(acceptKey{}).(string); ok {
+		req.Header.Set("Accept", a)
+	}
 	if offset > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
 	}

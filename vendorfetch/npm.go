@@ -169,9 +169,18 @@ func (nopHash) BlockSize() int              { return 1 }
 
 var _ hash.Hash = nopHash{}
 
-// packument fetches and parses name's packument.
-func (n *npmSource) packument(ctx context.Context, tr source, name string) (*packument, string, error) {
+// abbreviated is npm's own Accept for a packument without what installing
+// does not need (readmes, every version's full package.json, the publish
+// times): a fraction of the size, for resolving a channel.
+const abbreviated = "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8, */*"
+
+// packument fetches and parses name's packument; full asks for the whole
+// document (the publish times an expired key is judged by).
+func (n *npmSource) packument(ctx context.Context, tr source, name string, full bool) (*packument, string, error) {
 	u := n.registry + "/" + escapeName(name)
+	if !full {
+		ctx = withAccept(ctx, abbreviated)
+	}
 	b, err := getDoc(ctx, tr, u, maxPackument)
 	if err != nil {
 		var nf *NotFoundError
@@ -211,7 +220,7 @@ func (p *packument) manifest(u, version string) (*npmManifest, error) {
 }
 
 func (n *npmSource) resolve(ctx context.Context, run *provision.View, tr source, pin, channel, _ string) (string, *resolved, error) {
-	p, u, err := n.packument(ctx, tr, n.layout.pkg)
+	p, u, err := n.packument(ctx, tr, n.layout.pkg, false)
 	if err != nil {
 		return "", nil, err
 	}
@@ -290,7 +299,7 @@ type npmRelease struct {
 // registry signature and leaves its tarball in dir as "package.tgz" once
 // its sha512 is the integrity's.
 func (n *npmSource) fetchTarball(ctx context.Context, tr source, version, target string, dir *os.File) (*npmRelease, error) {
-	p, u, err := n.packument(ctx, tr, n.layout.pkg)
+	p, u, err := n.packument(ctx, tr, n.layout.pkg, true)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +316,7 @@ func (n *npmSource) fetchTarball(ctx context.Context, tr source, version, target
 	if name != main.Name || bv != main.Version {
 		bp, bu := p, u
 		if name != p.Name {
-			if bp, bu, err = n.packument(ctx, tr, name); err != nil {
+			if bp, bu, err = n.packument(ctx, tr, name, true); err != nil {
 				return nil, err
 			}
 		}

@@ -32,6 +32,11 @@ func TestGeminiInstallsFromRegistry(t *testing.T) {
 	if !strings.Contains(sr.Detail, "registry signature (key "+r.KeyID+")") {
 		t.Errorf("detail %q does not say the signature was checked", sr.Detail)
 	}
+	// The channel is resolved from the abbreviated packument; the install
+	// reads the full one, whose publish times judge an expired key.
+	if a := r.Accepts("/" + NpmGemini); len(a) != 2 || !strings.HasPrefix(a[0], "application/vnd.npm.install-v1+json") || a[1] != "" {
+		t.Errorf("packument requests' Accept: %q", a)
+	}
 	vdir := filepath.Join(root, GeminiDir, "0.61.0")
 	if l, err := os.Readlink(filepath.Join(root, GeminiDir, "current")); err != nil || l != "0.61.0" {
 		t.Fatalf("current -> %q (%v), want the relative 0.61.0", l, err)

@@ -40,6 +40,7 @@ type Registry struct {
 	files    map[string][]byte // URL path -> bytes
 	disk     map[string]string // URL path -> file
 	requests []string
+	accepts  map[string][]string // URL path -> the Accept header of each request
 }
 
 // New starts a registry, closed when the test ends.
@@ -54,7 +55,7 @@ func New(t testing.TB) *Registry {
 	}
 	h := sha256.Sum256(der)
 	r := &Registry{t: t, key: k, KeyID: "SHA256:" + base64.RawStdEncoding.EncodeToString(h[:]),
-		docs: map[string]map[string]any{}, files: map[string][]byte{}, disk: map[string]string{}}
+		docs: map[string]map[string]any{}, files: map[string][]byte{}, disk: map[string]string{}, accepts: map[string][]string{}}
 	keys, _ := json.Marshal(map[string]any{"keys": []map[string]any{{"expires": nil, "keyid": r.KeyID, "keytype": "ecdsa-sha2-nistp256", "scheme": "ecdsa-sha2-nistp256", "key": base64.StdEncoding.EncodeToString(der)}}})
 	r.KeysFile = filepath.Join(t.TempDir(), "npm-keys.json")
 	if err := os.WriteFile(r.KeysFile, keys, 0o644); err != nil {
@@ -75,6 +76,7 @@ func (r *Registry) Close() { r.srv.Close() }
 func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.requests = append(r.requests, req.URL.Path)
+	r.accepts[req.URL.Path] = append(r.accepts[req.URL.Path], req.Header.Get("Accept"))
 	b, ok := r.files[req.URL.Path]
 	f, onDisk := r.disk[req.URL.Path]
 	r.mu.Unlock()
@@ -101,11 +103,19 @@ func (r *Registry) Count(prefix string) int {
 	return n
 }
 
+// Accepts are the Accept headers of the requests for path, in order.
+func (r *Registry) Accepts(path string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.accepts[path]...)
+}
+
 // Reset forgets the requests seen.
 func (r *Registry) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests = nil
+	r.accepts = map[string][]string{}
 }
 
 // Pub is one version to publish.
