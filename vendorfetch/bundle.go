@@ -162,14 +162,18 @@ func (b *bundleSource) member(url string) (*os.File, *tar.Reader, int64, error) 
 	}
 }
 
-func (b *bundleSource) small(_ context.Context, url string) ([]byte, error) {
+func (b *bundleSource) small(ctx context.Context, url string) ([]byte, error) {
+	return b.doc(ctx, url, maxSmall)
+}
+
+func (b *bundleSource) doc(_ context.Context, url string, limit int64) ([]byte, error) {
 	f, tr, size, err := b.member(url)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if size > maxSmall {
-		return nil, fmt.Errorf("%s: %s is larger than %d bytes", b.path, url, maxSmall)
+	if size > limit {
+		return nil, fmt.Errorf("%s: %s is larger than %d bytes", b.path, url, limit)
 	}
 	return io.ReadAll(tr)
 }

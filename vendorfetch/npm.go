@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -138,37 +136,6 @@ func escapeName(name string) string {
 	return strings.Replace(url.PathEscape(name), "%40", "@", 1)
 }
 
-// getDoc reads a document of at most limit bytes through the transport,
-// in memory (a memfd): a packument is larger than a release document.
-func getDoc(ctx context.Context, tr source, u string, limit int64) ([]byte, error) {
-	fd, err := unix.MemfdCreate("cco-doc", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("memfd: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "cco-doc")
-	defer f.Close()
-	n, err := tr.download(ctx, u, f, nopHash{}, limit)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return b, nil
-}
-
-// nopHash is the hash of a download nobody checks by hash.
-type nopHash struct{}
-
-func (nopHash) Write(p []byte) (int, error) { return len(p), nil }
-func (nopHash) Sum(b []byte) []byte         { return b }
-func (nopHash) Reset()                      {}
-func (nopHash) Size() int                   { return 0 }
-func (nopHash) BlockSize() int              { return 1 }
-
-var _ hash.Hash = nopHash{}
-
 // abbreviated is npm's own Accept for a packument without what installing
 // does not need (readmes, every version's full package.json, the publish
 // times): a fraction of the size, for resolving a channel.
@@ -181,7 +148,7 @@ func (n *npmSource) packument(ctx context.Context, tr source, name string, full 
 	if !full {
 		ctx = withAccept(ctx, abbreviated)
 	}
-	b, err := getDoc(ctx, tr, u, maxPackument)
+	b, err := tr.doc(ctx, u, maxPackument)
 	if err != nil {
 		var nf *NotFoundError
 		if errors.As(err, &nf) {
@@ -422,7 +389,7 @@ func (n *npmSource) fetch(run *provision.Run, p *vendorPlan, sgd *staging) (*fet
 		step = a.step
 	}
 	if prev := loadState(&run.View, step); rel.noKey != "" && (prev == nil || prev.NoKey != rel.noKey) {
-		f.warnings = append(f.warnings, n.agent+": only the sha512 integrity is verified: "+rel.noKey+"; a registry that proxies "+PublicRegistry+" passes its signatures on, so check its settings")
+		f.warnings = append(f.warnings, n.agent+": only the sha512 integrity is verified: "+rel.noKey+" (a registry or proxy that passes on "+PublicRegistry+"'s packuments keeps their signatures: check its settings)")
 	}
 	if f.members, f.stripped, err = n.unpack(sgd, rel, p.version, p.target); err != nil {
 		return nil, err
