@@ -16,7 +16,6 @@ import (
 // pending are the directories whose agent lists move onto the table with
 // the vendor step's sources; each entry goes when that lands.
 var pending = map[string]string{
-	"vendorfetch": "the vendor step becomes one step over per-agent sources",
 }
 
 // perAgentFile reports whether base (a file name without .go) is an

@@ -14,11 +14,14 @@ cd "$(dirname "$0")/.."
 #   ansible-core ansible: the collection's scenarios and ansible-test sanity
 #   rpm createrepo-c: the rpm's layout and signature, the rpm repository
 #   apt-utils gpgv: the apt repository (apt-ftparchive) and its signatures
-want=(bubblewrap iproute2 curl git mmdebstrap zstd ansible-core ansible rpm createrepo-c apt-utils gpgv)
+#   nodejs: Gemini CLI's Node (20 or later) and npm, which fetches the real agents' packs
+want=(bubblewrap iproute2 curl git mmdebstrap zstd ansible-core ansible rpm createrepo-c apt-utils gpgv nodejs)
 need=()
 for p in "${want[@]}"; do
   dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || need+=("$p")
 done
+# Debian's nodejs comes without npm (NodeSource's carries it).
+command -v npm >/dev/null || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need[*]}; install them (sudo apt-get install -y ${need[*]}) or run this as root" >&2
@@ -32,6 +35,23 @@ fi
 go vet ./...
 # staticcheck and goimports, at the versions tools/go.mod pins.
 ./scripts/lint.sh
+
+# The real agents' npm packs (pinned in cmd/cco-install/testdata/real-packs.txt)
+# for the offline end-to-end install, fetched once with npm pack from the npm
+# registry into the cache, keyed name@version: later runs fetch nothing.
+packs=/var/cache/cco-npm-packs
+while read -r spec; do
+  case "$spec" in ''|'#'*) continue ;; esac
+  f="$packs/$spec.tgz"
+  [ -s "$f" ] && continue
+  mkdir -p "$(dirname "$f")"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "$spec" </dev/null >/dev/null)
+  mv "$tmp"/*.tgz "$f.partial" && mv "$f.partial" "$f"
+  rm -rf "$tmp"
+done < cmd/cco-install/testdata/real-packs.txt
+export CCO_TEST_REAL_AGENTS=1 CCO_TEST_NPM_PACKS="$packs"
+
 # Tests that need bwrap or root fail instead of skipping when this is set:
 # a skipped sandbox test must never pass for a tested one.
 export CCO_REQUIRE_BWRAP=1

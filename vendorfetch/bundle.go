@@ -21,13 +21,15 @@ import (
 
 // An offline bundle is a tar.xz whose first member is index.json, followed
 // by the release files under the stores' own layouts (claude/<ver>/...,
-// codex/releases/<ver>/...): installing from it runs the very same
+// codex/releases/<ver>/..., and an npm registry's npm/<name> packument,
+// cut to the bundled versions, and npm/<name>/-/<tarball>): installing from it runs the very same
 // verification as online, against the manifests and checksum files the
 // bundle carries.
 const (
 	bundleScheme     = "bundle:/"
-	bundleClaudeBase = bundleScheme + "claude"
-	bundleCodexBase  = bundleScheme + "codex"
+	bundleClaudeBase = bundleScheme + AgentClaude
+	bundleCodexBase  = bundleScheme + AgentCodex
+	bundleNpmBase    = bundleScheme + "npm"
 	bundleIndexName  = "index.json"
 	// BundleSchema is the version of the bundle's index.
 	BundleSchema = 1
@@ -160,14 +162,18 @@ func (b *bundleSource) member(url string) (*os.File, *tar.Reader, int64, error) 
 	}
 }
 
-func (b *bundleSource) small(_ context.Context, url string) ([]byte, error) {
+func (b *bundleSource) small(ctx context.Context, url string) ([]byte, error) {
+	return b.doc(ctx, url, maxSmall)
+}
+
+func (b *bundleSource) doc(_ context.Context, url string, limit int64) ([]byte, error) {
 	f, tr, size, err := b.member(url)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if size > maxSmall {
-		return nil, fmt.Errorf("%s: %s is larger than %d bytes", b.path, url, maxSmall)
+	if size > limit {
+		return nil, fmt.Errorf("%s: %s is larger than %d bytes", b.path, url, limit)
 	}
 	return io.ReadAll(tr)
 }
@@ -221,15 +227,17 @@ func WriteBundle(ctx context.Context, cfg Config, out string) error {
 	large := map[string]string{} // member -> file in tmp
 	var order []string
 	for _, a := range cfg.Agents {
-		switch a {
-		case AgentClaude:
-			if err := bundleClaude(ctx, src, cfg, platform, dir, &idx, small, large, &order); err != nil {
-				return fmt.Errorf("bundle: claude: %w", err)
-			}
-		case AgentCodex:
-			if err := bundleCodex(ctx, src, cfg, platform, dir, &idx, small, large, &order); err != nil {
-				return fmt.Errorf("bundle: codex: %w", err)
-			}
+		var err error
+		switch rs := newReleaseSource(cfg, a).(type) {
+		case *claudeStore:
+			err = bundleClaude(ctx, src, cfg, platform, dir, &idx, small, large, &order)
+		case *codexSource:
+			err = bundleCodex(ctx, src, cfg, platform, dir, &idx, small, large, &order)
+		case *npmSource:
+			err = rs.bundle(ctx, src, platform, dir, &idx, small, large, &order)
+		}
+		if err != nil {
+			return fmt.Errorf("bundle: %s: %w", a, err)
 		}
 	}
 	return writeBundleFile(out, tmp, idx, small, large, order)
@@ -244,7 +252,7 @@ func bundleClaude(ctx context.Context, src source, cfg Config, platform string, 
 	if err != nil {
 		return err
 	}
-	sub, err := subdir(dir, "claude")
+	sub, err := subdir(dir, AgentClaude)
 	if err != nil {
 		return err
 	}
@@ -282,7 +290,7 @@ func bundleCodex(ctx context.Context, src source, cfg Config, platform string, d
 		return err
 	}
 	target := codexTarget(platform)
-	sub, err := subdir(dir, "codex")
+	sub, err := subdir(dir, AgentCodex)
 	if err != nil {
 		return err
 	}
@@ -331,8 +339,8 @@ func writeBundleFile(out, tmp string, idx bundleIndex, small map[string][]byte, 
 	if err := add(bundleIndexName, int64(len(ib)), strings.NewReader(string(ib))); err != nil {
 		return err
 	}
-	for _, e := range []string{AgentClaude, AgentCodex} {
-		for _, name := range idx.Agents[e].Files {
+	for _, a := range vendorAgents {
+		for _, name := range idx.Agents[a.name].Files {
 			if b, isSmall := small[name]; isSmall {
 				if err := add(name, int64(len(b)), strings.NewReader(string(b))); err != nil {
 					return err

@@ -69,7 +69,7 @@ func resolveClaude(ctx context.Context, src source, cfg Config) (string, error) 
 func fetchClaude(ctx context.Context, src source, cfg Config, sg *signer, version, platform string, dir *os.File, found []adoptable) (*claudeRelease, error) {
 	base := strings.TrimRight(cfg.Claude.BaseURL, "/") + "/" + version
 	rel := &claudeRelease{version: version, platform: platform}
-	if sg != nil && versionLess(version, FirstSignedClaude) {
+	if sg != nil && compareVersions(version, FirstSignedClaude) < 0 {
 		return nil, fmt.Errorf("version %s is older than %s, the first with a signed manifest, and claude.signing_key is set: refusing to install it unsigned (pin %s or later, or unset claude.signing_key)", version, FirstSignedClaude, FirstSignedClaude)
 	}
 	var err error
@@ -214,160 +214,60 @@ func finishBinary(f *os.File, dir *os.File, url string, rel *claudeRelease, n in
 	return renameIn(dir, "claude.partial", "claude")
 }
 
-// claudeStep installs Claude Code under /usr/libexec/cco/claude.
-type claudeStep struct{ cfg Config }
+// claudeStore is Claude Code's release store (or a mirror of it, or the
+// bundle's copy) as a release source.
+type claudeStore struct{ cfg Config }
 
-// claudePlan is what Check learned for Apply.
-type claudePlan struct {
-	version, platform string
-	src               source
+func (c *claudeStore) target(platform string) string { return platform }
+
+func (c *claudeStore) resolve(ctx context.Context, _ *provision.View, tr source, pin, channel, _ string) (string, *resolved, error) {
+	cfg := c.cfg
+	cfg.Claude.Version, cfg.Claude.Channel = pin, channel
+	v, err := resolveClaude(ctx, tr, cfg)
+	return v, nil, err
 }
 
-func (s *claudeStep) ID() string   { return StepClaude }
-func (s *claudeStep) Name() string { return "install Claude Code (" + ClaudeDir + ")" }
-
-func (s *claudeStep) Check(run *provision.View) (provision.Check, error) {
-	cfg := s.cfg
-	c := provision.Check{Paths: []string{ClaudeDir + "/current"}}
-	platform := cfg.Platform
-	if platform == "" {
-		var err error
-		if platform, err = DetectPlatform(run.Root); err != nil {
-			return c, fmt.Errorf("claude: %w", err)
-		}
-	}
-	st := loadState(run, StepClaude)
-	src, pin, channel, err := agentSource(cfg, AgentClaude, platform)
-	if err != nil {
-		return c, fmt.Errorf("claude: %w", err)
-	}
-	upgrade := cfg.Upgrade[AgentClaude]
-	if st != nil && !upgrade && st.Platform == platform && (pin == st.Version || pin == "" && st.Channel == channel) {
-		ok, why := intact(run, StepClaude, ClaudeDir, st.Version)
-		c.Installed = st.Version
-		if ok {
-			c.State, c.Detail = provision.Done, fmt.Sprintf("claude %s is installed (%s)", st.Version, platform)
-			if pin == "" && cfg.Bundle == "" {
-				ccfg := cfg
-				ccfg.Claude.Channel, ccfg.Retries = channel, 0
-				var warns []string
-				c.Available, warns = newerNotice(run.Ctx, AgentClaude, channel, st.Version, func(ctx context.Context) (string, error) {
-					return resolveClaude(ctx, src, ccfg)
-				})
-				c.Warnings = append(c.Warnings, warns...)
-			}
-			return c, nil
-		}
-		c.State, c.Detail = provision.ToDo, fmt.Sprintf("reinstall claude %s: %s", st.Version, why)
-		c.Data = &claudePlan{version: st.Version, platform: platform, src: src}
-		return c, nil
-	}
-	if run.Status {
-		return notInstalled(c, AgentClaude, st, pin, channel), nil
-	}
-	ccfg := cfg
-	ccfg.Claude.Version = pin
-	ccfg.Claude.Channel = channel
-	v, err := resolveClaude(run.Ctx, src, ccfg)
-	if err != nil {
-		return c, fmt.Errorf("claude: %w", err)
-	}
-	if err := forwardOnly(cfg, AgentClaude, st, pin, v); err != nil {
-		return c, err
-	}
-	if st != nil && st.Version == v && st.Platform == platform {
-		if ok, _ := intact(run, StepClaude, ClaudeDir, v); ok {
-			c.State, c.Detail = provision.Done, fmt.Sprintf("claude %s is installed and is the newest on the %s channel", v, channel)
-			if pin != "" {
-				c.Detail = fmt.Sprintf("claude %s is installed (pinned)", v)
-			}
-			return c, nil
-		}
-	}
-	from := "pinned"
-	if pin == "" {
-		from = "the " + channel + " channel"
-	}
-	if cfg.Bundle != "" {
-		from = "the bundle " + cfg.Bundle
-	}
-	c.State = provision.ToDo
-	c.Detail = fmt.Sprintf("install claude %s (%s, %s)", v, platform, from)
-	if st != nil && st.Version != v {
-		c.Detail = fmt.Sprintf("upgrade claude %s -> %s (%s, %s)", st.Version, v, platform, from)
-	}
-	c.Data = &claudePlan{version: v, platform: platform, src: src}
-	return c, nil
-}
-
-func (s *claudeStep) Apply(run *provision.Run, c provision.Check) (string, error) {
-	p, ok := c.Data.(*claudePlan)
-	if !ok {
-		return "", fmt.Errorf("claude: no plan from the check")
-	}
-	cfg := s.cfg
-	if cfg.Bundle != "" {
-		cfg.Claude.BaseURL = bundleClaudeBase
-	}
+// fetch verifies the manifest (its OpenPGP signature by default, from
+// FirstSignedClaude on) and the binary against it.
+func (c *claudeStore) fetch(run *provision.Run, p *vendorPlan, sgd *staging) (*fetched, error) {
+	cfg := c.cfg
 	sg, err := loadSigner(cfg.Claude.SigningKey, cfg.Claude.SigningFingerprint)
 	if err != nil {
-		return "", fmt.Errorf("claude: %w", err)
+		return nil, err
 	}
 	prev := loadState(&run.View, StepClaude)
 	var keyBytes []byte
-	noKey := ""
-	if cfg.Claude.SigningKey == "" && !versionLess(p.version, FirstSignedClaude) {
-		if sg, keyBytes, noKey, err = defaultSigner(run.Ctx, &run.View, p.src, cfg); err != nil {
-			return "", fmt.Errorf("claude: %w", err)
+	f := &fetched{}
+	if cfg.Claude.SigningKey == "" && compareVersions(p.version, FirstSignedClaude) >= 0 {
+		if sg, keyBytes, f.noKey, err = defaultSigner(run.Ctx, &run.View, p.tr, cfg); err != nil {
+			return nil, err
 		}
-		if noKey != "" && (prev == nil || prev.NoKey != noKey) {
-			run.Warn("claude: only the sha256 checksum is verified: " + noKey + "; set claude.signing_key to an armored copy of the vendor's key (fingerprint " + cfg.Claude.SigningFingerprint + ")")
+		if f.noKey != "" && (prev == nil || prev.NoKey != f.noKey) {
+			f.warnings = append(f.warnings, "claude: only the sha256 checksum is verified: "+f.noKey+"; set claude.signing_key to an armored copy of the vendor's key (fingerprint "+cfg.Claude.SigningFingerprint+")")
 		}
 	}
-	sgd, err := newStaging(run, AgentClaude, StepClaude)
-	if err != nil {
-		return "", fmt.Errorf("claude: %w", err)
-	}
-	defer sgd.close()
 	vdir, err := subdir(sgd.dir, "version")
 	if err != nil {
-		return "", fmt.Errorf("claude: %w", err)
+		return nil, err
 	}
 	defer vdir.Close()
 	var found []adoptable
 	if cfg.AdoptExisting {
 		found = adoptCandidates(run, cfg.Users, p.version)
 	}
-	rel, err := fetchClaude(run.Ctx, p.src, cfg, sg, p.version, p.platform, vdir, found)
+	rel, err := fetchClaude(run.Ctx, p.tr, cfg, sg, p.version, p.platform, vdir, found)
 	if err != nil {
-		return "", fmt.Errorf("claude %s: %w", p.version, err)
+		return nil, err
 	}
-	for _, w := range rel.warnings {
-		run.Warn(w)
-	}
+	f.warnings = append(f.warnings, rel.warnings...)
 	if keyBytes != nil {
 		if err := cacheKey(run, keyBytes); err != nil {
-			run.Warn("claude: the vendor's key was not cached: " + err.Error())
+			f.warnings = append(f.warnings, "claude: the vendor's key was not cached: "+err.Error())
 		}
 	}
-	if err := sgd.place(StepClaude, ClaudeDir, p.version, "version"); err != nil {
-		return "", fmt.Errorf("claude %s: %w", p.version, err)
-	}
-	bin := ClaudeDir + "/" + p.version + "/claude"
-	if err := run.Record(bin, provision.KindFile, rel.checksum, StepClaude); err != nil {
-		return "", fmt.Errorf("claude %s: %w", p.version, err)
-	}
-	st := &agentState{Version: p.version, Platform: p.platform, Source: sourceName(cfg, rel.url), Verified: rel.verified, NoKey: noKey}
-	if cfg.Claude.Version == "" && cfg.Bundle == "" {
-		st.Channel = cfg.Claude.Channel
-	}
-	if prev != nil && prev.Version != p.version {
-		st.Previous = prev.Version
-	}
-	if err := saveState(run, StepClaude, st); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("installed claude %s (%s) from %s; verified %s", p.version, p.platform, sourceName(cfg, rel.url), rel.verified) + prune(run, StepClaude, ClaudeDir, st), nil
+	f.url, f.verified = rel.url, rel.verified
+	f.members = []extract.Member{{Name: "claude", Kind: extract.KindFile, SHA256: rel.checksum}}
+	return f, nil
 }
 
 // cacheKey keeps the vendor's key (already matched to the fingerprint)
@@ -382,3 +282,9 @@ func cacheKey(run *provision.Run, b []byte) error {
 	sum := sha256.Sum256(b)
 	return run.Record(KeyCachePath, provision.KindFile, hex.EncodeToString(sum[:]), StepClaude)
 }
+
+// AgentClaude is the agent table's name for this vendor.
+const AgentClaude = "claude"
+
+// claudeEntry is the native binary's name in the store's tree and the npm package.
+const claudeEntry = "claude"

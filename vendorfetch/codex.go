@@ -10,10 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/vendorfetch/extract"
 )
 
 // SumsAsset is the checksum file of a Codex release.
@@ -250,18 +254,12 @@ type codexPackage struct {
 // layoutVersion 1 and the resolved version (and target), and its
 // entrypoint a regular executable file of the tree.
 func validateCodexTree(dir *os.File, files map[string]memberInfo, version, target string) error {
-	f, err := openIn(dir, "codex-package.json")
-	if err != nil {
-		return fmt.Errorf("the package has no codex-package.json at its top: not a Codex standalone package")
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSmall))
-	if err != nil {
-		return err
-	}
 	var p codexPackage
-	if err := json.Unmarshal(b, &p); err != nil {
-		return fmt.Errorf("codex-package.json does not parse: %v", err)
+	var pe *fs.PathError
+	if err := readJSONIn(dir, "codex-package.json", &p); errors.As(err, &pe) {
+		return fmt.Errorf("the package has no codex-package.json at its top: not a Codex standalone package")
+	} else if err != nil {
+		return err
 	}
 	if p.LayoutVersion != 1 {
 		return fmt.Errorf("codex-package.json has layoutVersion %d; this cco knows layout 1 (use a newer cco-install)", p.LayoutVersion)
@@ -287,7 +285,90 @@ func validateCodexTree(dir *os.File, files map[string]memberInfo, version, targe
 	return nil
 }
 
+// codexSource is Codex's release stores, in order, then the GitHub layout
+// (or the bundle's copy) as a release source.
+type codexSource struct{ cfg Config }
+
+func (c *codexSource) target(platform string) string { return codexTarget(platform) }
+
+func (c *codexSource) resolve(ctx context.Context, _ *provision.View, tr source, pin, channel, _ string) (string, *resolved, error) {
+	cfg := c.cfg
+	cfg.Codex.Version, cfg.Codex.Channel = pin, channel
+	v, digests, err := resolveCodex(ctx, tr, cfg)
+	return v, &resolved{digests: digests}, err
+}
+
+// fetch verifies the archive against one line of the release's SHA256SUMS
+// and unpacks it into the version directory.
+func (c *codexSource) fetch(run *provision.Run, p *vendorPlan, sgd *staging) (*fetched, error) {
+	var digests map[string]string
+	if p.res != nil {
+		digests = p.res.digests
+	}
+	rel, err := fetchCodex(run.Ctx, p.tr, c.cfg, p.version, p.target, digests, sgd.dir)
+	if err != nil {
+		return nil, err
+	}
+	res, err := unpackCodex(sgd, rel, c.cfg.UnpackLimit)
+	if err != nil {
+		return nil, err
+	}
+	return &fetched{url: rel.url, verified: "sha256 against " + SumsAsset, members: res.Members, stripped: res.Stripped, warnings: rel.warnings}, nil
+}
+
+// unpackCodex extracts the verified archive into the staging directory's
+// "version" directory and validates the tree.
+func unpackCodex(sgd *staging, rel *codexRelease, limit int64) (*extract.Result, error) {
+	f, err := openIn(sgd.dir, "package")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	vdir, err := subdir(sgd.dir, "version")
+	if err != nil {
+		return nil, err
+	}
+	defer vdir.Close()
+	res, err := extract.Extract(f, vdir, limit)
+	if err != nil {
+		return nil, fmt.Errorf("unpacking %s: %w", rel.asset, err)
+	}
+	if err := validateCodexTree(vdir, memberInfos(res.Members), rel.version, rel.target); err != nil {
+		return nil, fmt.Errorf("%s: %w", rel.asset, err)
+	}
+	return res, nil
+}
+
+func memberInfos(ms []extract.Member) map[string]memberInfo {
+	files := map[string]memberInfo{}
+	for _, m := range ms {
+		files[m.Name] = memberInfo{kind: m.Kind, mode: uint32(m.Mode.Perm())}
+	}
+	return files
+}
+
+// readJSONIn parses the small JSON file name of dir into v; a file that
+// cannot be opened is an *fs.PathError.
+func readJSONIn(dir *os.File, name string, v any) error {
+	f, err := openIn(dir, name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSmall))
+	if err != nil {
+		return fmt.Errorf("reading %s: %v", name, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s does not parse: %v", name, err)
+	}
+	return nil
+}
+
 type memberInfo struct {
 	kind string
 	mode uint32
 }
+
+// AgentCodex is the agent table's name for this vendor.
+const AgentCodex = "codex"

@@ -1,12 +1,13 @@
-// Package vendorfetch obtains the vendors' agent releases (Claude Code and
-// Codex) and installs them off PATH under /usr/libexec/cco: it resolves a
-// channel or a pinned version, downloads from the vendor's store, a mirror
-// or an offline bundle (streamed to disk through the hash, retried, resumed
-// with Range), verifies every byte (size, sha256, the manifest's OpenPGP
-// signature when a key is configured) before anything is placed, unpacks
+// Package vendorfetch obtains the vendors' agent releases (Claude Code,
+// Codex and Gemini CLI) and installs them off PATH under /usr/libexec/cco:
+// it resolves a channel or a pinned version, downloads from the vendor's
+// store, an npm registry, a mirror or an offline bundle (streamed to disk
+// through the hash, retried, resumed with Range), verifies every byte (size,
+// sha256 or the npm integrity's sha512, the manifest's OpenPGP signature or
+// the registry's ECDSA signature) before anything is placed, unpacks
 // archives with the safe extractor of vendorfetch/extract, and switches a
-// relative `current` link atomically. Each agent is one provision step, so
-// one agent's failure never costs the other.
+// relative `current` link atomically. Each agent is one provision step over
+// one release source, so one agent's failure never costs another.
 package vendorfetch
 
 import (
@@ -16,6 +17,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cco-dev/cco/provision"
@@ -29,23 +31,37 @@ const VendorFingerprint = "31DDDE24DDFAB679F42D7BD2BAA929FF1A7ECACE"
 // FirstSignedClaude is the first Claude Code version whose manifest is signed.
 const FirstSignedClaude = "2.1.89"
 
-// Agents this package installs.
-const (
-	AgentClaude = "claude"
-	AgentCodex  = "codex"
-)
-
 // Step ids.
 const (
 	StepClaude = "vendor.claude"
 	StepCodex  = "vendor.codex"
+	StepGemini = "vendor.gemini"
+)
+
+// Sources of claude's and codex's releases (claude.source, codex.source).
+const (
+	SourceStore = "store"
+	SourceNpm   = "npm"
+)
+
+// The vendors' npm packages, and the public registry.
+const (
+	NpmClaude      = "@anthropic-ai/claude-code"
+	NpmCodex       = "@openai/codex"
+	NpmGemini      = "@google/gemini-cli"
+	PublicRegistry = "https://registry.npmjs.org"
 )
 
 // Config is how the vendors' releases are obtained.
 type Config struct {
-	Agents      []string // which agents' steps run ("claude", "codex")
-	Claude      ClaudeConfig
-	Codex       CodexConfig
+	Agents []string // which agents' steps run ("claude", "codex", "gemini")
+	Claude ClaudeConfig
+	Codex  CodexConfig
+	Gemini GeminiConfig
+	// NpmKeys is the path of a file of registry signing keys, in the form
+	// of a registry's /-/npm/v1/keys answer, trusted besides the public
+	// registry's keys shipped with cco ("" = those alone).
+	NpmKeys     string
 	UnpackLimit int64         // bytes; default 4 GiB
 	Retries     int           // default 4
 	Backoff     time.Duration // first retry delay, doubling; default 1s
@@ -84,6 +100,9 @@ type ClaudeConfig struct {
 	// SigningFingerprint is the key's expected fingerprint (hex, default
 	// VendorFingerprint); a key with another fingerprint is refused.
 	SigningFingerprint string
+	// Source is SourceStore (the release store above) or SourceNpm (the
+	// package NpmClaude at Registry).
+	Source, Registry string
 }
 
 // CodexConfig is Codex's release stores.
@@ -94,6 +113,27 @@ type CodexConfig struct {
 	// GitHubBaseURL and GitHubAPIURL are the GitHub-layout fallback
 	// (empty disables it).
 	GitHubBaseURL, GitHubAPIURL string
+	// Source is SourceStore (the stores above) or SourceNpm (the package
+	// NpmCodex at Registry).
+	Source, Registry string
+}
+
+// GeminiConfig is Gemini CLI's npm registry.
+type GeminiConfig struct {
+	// Channel is a dist-tag (latest, preview, nightly); Version a pin.
+	Channel, Version, Registry string
+	// Node is the Node binary that runs Gemini CLI: a name looked up on
+	// the target's system PATH, or an absolute path.
+	Node string
+}
+
+// DefaultChannel is an agent's channel when none is set and no version is
+// pinned: the store's stable for Claude, npm's latest dist-tag otherwise.
+func DefaultChannel(agent, source string) string {
+	if agent == AgentClaude && source != SourceNpm {
+		return "stable"
+	}
+	return "latest"
 }
 
 // DefaultConfig is the configuration when nothing is set.
@@ -104,12 +144,21 @@ func DefaultConfig() Config {
 			Channel:            "stable",
 			BaseURL:            "https://downloads.claude.ai/claude-code-releases",
 			SigningFingerprint: VendorFingerprint,
+			Source:             SourceStore,
+			Registry:           PublicRegistry,
 		},
 		Codex: CodexConfig{
 			Channel:       "latest",
 			BaseURLs:      []string{"https://releases.openai.com/codex"},
 			GitHubBaseURL: "https://github.com/openai/codex/releases/download",
 			GitHubAPIURL:  "https://api.github.com/repos/openai/codex/releases/latest",
+			Source:        SourceStore,
+			Registry:      PublicRegistry,
+		},
+		Gemini: GeminiConfig{
+			Channel:  "latest",
+			Registry: PublicRegistry,
+			Node:     "node",
 		},
 		UnpackLimit: extract.DefaultLimit,
 		Retries:     4,
@@ -136,30 +185,28 @@ var fingerprintRE = regexp.MustCompile(`^[0-9A-Fa-f]{40}$|^[0-9A-Fa-f]{64}$`)
 
 // Validate checks the configuration and names the key at fault.
 func (c Config) Validate() error {
+	c = c.withDefaults()
 	for _, a := range c.Agents {
-		if a != AgentClaude && a != AgentCodex {
-			return fmt.Errorf("agents: unknown agent %q (known: claude, codex)", a)
+		if _, ok := lookupAgent(a); !ok {
+			return fmt.Errorf("agents: unknown agent %q (known: %s)", a, agentNames())
 		}
 	}
-	if c.Claude.Version != "" {
-		if err := CheckVersion("claude.version", c.Claude.Version); err != nil {
-			return err
+	for _, src := range []struct{ key, val string }{{"claude.source", c.Claude.Source}, {"codex.source", c.Codex.Source}} {
+		if src.val != SourceStore && src.val != SourceNpm {
+			return fmt.Errorf("%s: %q is not a source (store or npm)", src.key, src.val)
 		}
-		if c.Explicit["claude.channel"] {
-			return fmt.Errorf("claude.version %q and claude.channel %q are both set: set one of them", c.Claude.Version, c.Claude.Channel)
-		}
-	} else if c.Claude.Channel != "stable" && c.Claude.Channel != "latest" {
-		return fmt.Errorf("claude.channel: %q is not a channel (stable or latest)", c.Claude.Channel)
 	}
-	if c.Codex.Version != "" {
-		if err := CheckVersion("codex.version", c.Codex.Version); err != nil {
+	for _, a := range []struct {
+		agent, pin, channel string
+		channels            []string // nil: any dist-tag
+	}{
+		{AgentClaude, c.Claude.Version, c.Claude.Channel, storeChannels(c.Claude.Source, "stable", "latest")},
+		{AgentCodex, c.Codex.Version, c.Codex.Channel, storeChannels(c.Codex.Source, "latest")},
+		{AgentGemini, c.Gemini.Version, c.Gemini.Channel, nil},
+	} {
+		if err := checkPinOrChannel(a.agent, a.pin, a.channel, a.channels, c.Explicit); err != nil {
 			return err
 		}
-		if c.Explicit["codex.channel"] {
-			return fmt.Errorf("codex.version %q and codex.channel %q are both set: set one of them", c.Codex.Version, c.Codex.Channel)
-		}
-	} else if c.Codex.Channel != "latest" {
-		return fmt.Errorf("codex.channel: %q is not a channel (latest)", c.Codex.Channel)
 	}
 	if err := checkURL("claude.base_url", c.Claude.BaseURL, false); err != nil {
 		return err
@@ -174,6 +221,14 @@ func (c Config) Validate() error {
 	}
 	if err := checkURL("codex.github_api_url", c.Codex.GitHubAPIURL, true); err != nil {
 		return err
+	}
+	for _, r := range []struct{ key, val string }{{"claude.registry", c.Claude.Registry}, {"codex.registry", c.Codex.Registry}, {"gemini.registry", c.Gemini.Registry}} {
+		if err := checkURL(r.key, r.val, false); err != nil {
+			return err
+		}
+	}
+	if n := c.Gemini.Node; n == "" || strings.ContainsAny(n, "\x00\n") || (strings.Contains(n, "/") && !strings.HasPrefix(n, "/")) {
+		return fmt.Errorf("gemini.node: %q is neither a command name (looked up on the system PATH) nor an absolute path", n)
 	}
 	if c.Claude.SigningFingerprint != "" && !fingerprintRE.MatchString(c.Claude.SigningFingerprint) {
 		return fmt.Errorf("claude.signing_fingerprint: %q is not a 40- or 64-digit hex fingerprint", c.Claude.SigningFingerprint)
@@ -196,9 +251,40 @@ func (c Config) Validate() error {
 		}
 	}
 	for a := range c.Upgrade {
-		if a != AgentClaude && a != AgentCodex {
-			return fmt.Errorf("--upgrade: unknown agent %q (known: claude, codex)", a)
+		if _, ok := lookupAgent(a); !ok {
+			return fmt.Errorf("--upgrade: unknown agent %q (known: %s)", a, agentNames())
 		}
+	}
+	return nil
+}
+
+// storeChannels are the channels a store knows; an npm registry's are its
+// dist-tags, any of which may be named (nil).
+func storeChannels(source string, channels ...string) []string {
+	if source == SourceNpm {
+		return nil
+	}
+	return channels
+}
+
+// distTagRE is the shape of an npm dist-tag (a channel of an npm source).
+var distTagRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,63}$`)
+
+func checkPinOrChannel(agent, pin, channel string, channels []string, explicit map[string]bool) error {
+	if pin != "" {
+		if err := CheckVersion(agent+".version", pin); err != nil {
+			return err
+		}
+		if explicit[agent+".channel"] {
+			return fmt.Errorf("%s.version %q and %s.channel %q are both set: set one of them", agent, pin, agent, channel)
+		}
+		return nil
+	}
+	if channels != nil && !slices.Contains(channels, channel) {
+		return fmt.Errorf("%s.channel: %q is not a channel (%s)", agent, channel, strings.Join(channels, " or "))
+	}
+	if channels == nil && !distTagRE.MatchString(channel) {
+		return fmt.Errorf("%s.channel: %q is not an npm dist-tag (such as latest, preview or nightly)", agent, channel)
 	}
 	return nil
 }
@@ -234,6 +320,30 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Claude.SigningFingerprint == "" {
 		c.Claude.SigningFingerprint = VendorFingerprint
+	}
+	if c.Claude.Source == "" {
+		c.Claude.Source = SourceStore
+	}
+	if c.Codex.Source == "" {
+		c.Codex.Source = SourceStore
+	}
+	for _, r := range []*string{&c.Claude.Registry, &c.Codex.Registry, &c.Gemini.Registry} {
+		if *r == "" {
+			*r = PublicRegistry
+		}
+	}
+	if c.Gemini.Node == "" {
+		c.Gemini.Node = d.Gemini.Node
+	}
+	// A channel defaults only when no version is pinned.
+	if c.Claude.Channel == "" && c.Claude.Version == "" {
+		c.Claude.Channel = DefaultChannel(AgentClaude, c.Claude.Source)
+	}
+	if c.Codex.Channel == "" && c.Codex.Version == "" {
+		c.Codex.Channel = DefaultChannel(AgentCodex, c.Codex.Source)
+	}
+	if c.Gemini.Channel == "" && c.Gemini.Version == "" {
+		c.Gemini.Channel = DefaultChannel(AgentGemini, SourceNpm)
 	}
 	if c.Log == nil {
 		c.Log = io.Discard

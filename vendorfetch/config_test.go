@@ -25,7 +25,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		mod  func(c *Config)
 		want string
 	}{
-		{"unknown agent", func(c *Config) { c.Agents = []string{"claude", "gemini"} }, `agents: unknown agent "gemini"`},
+		{"unknown agent", func(c *Config) { c.Agents = []string{"claude", "aider"} }, `agents: unknown agent "aider"`},
 		{"bad claude version", func(c *Config) { c.Claude.Version = "2.1/../x" }, `claude.version: "2.1/../x" is not a version`},
 		{"bad codex version", func(c *Config) { c.Codex.Version = "latest" }, `codex.version: "latest" is not a version`},
 		{"pin and explicit channel", func(c *Config) {
@@ -45,6 +45,17 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"bad platform", func(c *Config) { c.Platform = "darwin-arm64" }, `platform: "darwin-arm64"`},
 		{"bad fingerprint", func(c *Config) { c.Claude.SigningFingerprint = "abc" }, "claude.signing_fingerprint"},
 		{"bad upgrade", func(c *Config) { c.Upgrade = map[string]bool{"vim": true} }, `--upgrade: unknown agent "vim"`},
+		{"bad source", func(c *Config) { c.Codex.Source = "pypi" }, `codex.source: "pypi" is not a source (store or npm)`},
+		{"bad registry", func(c *Config) { c.Gemini.Registry = "registry.example" }, `gemini.registry: "registry.example" is not an http(s) URL`},
+		{"claude registry", func(c *Config) { c.Claude.Registry = "https://r/x?y" }, "claude.registry"},
+		{"bad dist-tag", func(c *Config) { c.Gemini.Channel = "pre view" }, `gemini.channel: "pre view" is not an npm dist-tag`},
+		{"gemini pin and channel", func(c *Config) {
+			c.Gemini.Version = "0.61.0"
+			c.Explicit = map[string]bool{"gemini.channel": true}
+		}, "gemini.version \"0.61.0\" and gemini.channel"},
+		{"bad gemini version", func(c *Config) { c.Gemini.Version = "../0.61" }, "gemini.version"},
+		{"relative node", func(c *Config) { c.Gemini.Node = "bin/node" }, `gemini.node: "bin/node" is neither`},
+		{"store channel on npm", func(c *Config) { c.Codex.Channel = "alpha" }, `codex.channel: "alpha" is not a channel (latest)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +75,17 @@ func TestValidateNamesTheKey(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Error(err)
 	}
+	// An npm source's channel is any dist-tag; claude's defaults to latest.
+	c = DefaultConfig()
+	c.Codex.Source, c.Codex.Channel = SourceNpm, "alpha"
+	c.Claude.Source, c.Claude.Channel = SourceNpm, ""
+	c.Gemini.Channel, c.Gemini.Node = "nightly", "/opt/node/bin/node"
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+	if d := c.withDefaults(); d.Claude.Channel != "latest" {
+		t.Errorf("claude from npm defaults to the channel %q, want latest", d.Claude.Channel)
+	}
 }
 
 func TestCheckVersion(t *testing.T) {
@@ -78,17 +100,6 @@ func TestCheckVersion(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "x: ") {
 			t.Errorf("error %q does not name where it came from", err)
 		}
-	}
-}
-
-func TestVersionLess(t *testing.T) {
-	for _, c := range [][2]string{{"2.1.88", "2.1.89"}, {"2.0.999", "2.1.89"}, {"1.9", "2.1.89"}, {"2.1.9", "2.1.89"}} {
-		if !versionLess(c[0], c[1]) || versionLess(c[1], c[0]) {
-			t.Errorf("%s < %s wrong", c[0], c[1])
-		}
-	}
-	if versionLess("2.1.89", "2.1.89") || versionLess("2.1.300", "2.1.89") {
-		t.Error("equal or newer counted as older")
 	}
 }
 

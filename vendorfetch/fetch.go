@@ -73,12 +73,23 @@ const maxSmall = 1 << 20
 type source interface {
 	// small reads a small document whole.
 	small(ctx context.Context, url string) ([]byte, error)
+	// doc reads a document of at most limit bytes whole (a packument).
+	doc(ctx context.Context, url string, limit int64) ([]byte, error)
 	// download streams url into dst (positioned at its start) through h,
 	// refusing more than limit bytes (limit < 0: no bound), and returns
 	// the number of bytes written. A cut transfer (a short body, or a
 	// chunked body without its last chunk) is an error and is resumed;
 	// the caller checks the exact size and the checksum.
 	download(ctx context.Context, url string, dst *os.File, h hash.Hash, limit int64) (int64, error)
+}
+
+// acceptKey carries the Accept header of a request in its context.
+type acceptKey struct{}
+
+// withAccept asks for one form of a document (an npm registry's abbreviated
+// packument) where the server has several.
+func withAccept(ctx context.Context, accept string) context.Context {
+	return context.WithValue(ctx, acceptKey{}, accept)
 }
 
 // netSource fetches over HTTP(S) with retries, resume and a stall timeout.
@@ -158,6 +169,9 @@ func (s *netSource) get(ctx context.Context, url string, offset int64) (*http.Re
 		return nil, nil, nil, permanentError{fmt.Errorf("request for %s: %w", url, err)}
 	}
 	req.Header.Set("User-Agent", "cco-install")
+	if a, ok := ctx.Value(acceptKey{}).(string); ok {
+		req.Header.Set("Accept", a)
+	}
 	if offset > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
 	}
@@ -258,6 +272,10 @@ func isOffline(err error) bool {
 }
 
 func (s *netSource) small(ctx context.Context, url string) ([]byte, error) {
+	return s.doc(ctx, url, maxSmall)
+}
+
+func (s *netSource) doc(ctx context.Context, url string, limit int64) ([]byte, error) {
 	var out []byte
 	err := s.retry(ctx, url, func() error {
 		resp, wd, cancel, err := s.get(ctx, url, 0)
@@ -266,12 +284,12 @@ func (s *netSource) small(ctx context.Context, url string) ([]byte, error) {
 		}
 		defer cancel()
 		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxSmall+1))
+		b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if err != nil {
 			return wd.wrap(url, err)
 		}
-		if len(b) > maxSmall {
-			return permanentError{fmt.Errorf("%s: larger than %d bytes; this is not a release document", url, maxSmall)}
+		if int64(len(b)) > limit {
+			return permanentError{fmt.Errorf("%s: larger than %d bytes; this is not a release document", url, limit)}
 		}
 		out = b
 		return nil

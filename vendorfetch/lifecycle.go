@@ -11,40 +11,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/cco-dev/cco/provision"
 )
 
-// compareVersions orders versions of the checked shape (digits and dots, an
-// optional -suffix): numerically part by part, and a -suffix (a pre-release)
-// before the plain version.
+// compareVersions is the one order of versions: semantic versioning's
+// (Masterminds/semver, lenient: "1.2" is 1.2.0), so a pre-release such as
+// 1.2.0-beta.1 sorts before 1.2.0. Versions are checked by CheckVersion first;
+// one that still does not parse sorts before every one that does, so an odd
+// name never wins an upgrade.
 func compareVersions(a, b string) int {
-	an, as, _ := strings.Cut(a, "-")
-	bn, bs, _ := strings.Cut(b, "-")
-	ap, bp := strings.Split(an, "."), strings.Split(bn, ".")
-	for i := 0; i < max(len(ap), len(bp)); i++ {
-		var x, y int
-		if i < len(ap) {
-			x, _ = strconv.Atoi(ap[i])
-		}
-		if i < len(bp) {
-			y, _ = strconv.Atoi(bp[i])
-		}
-		if x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-	}
+	va, ea := semver.NewVersion(a)
+	vb, eb := semver.NewVersion(b)
 	switch {
-	case as == bs:
-		return 0
-	case as == "":
+	case ea == nil && eb == nil:
+		return va.Compare(vb)
+	case ea == nil:
 		return 1
-	case bs == "":
+	case eb == nil:
 		return -1
 	}
-	return strings.Compare(as, bs)
+	return strings.Compare(a, b)
 }
 
 // forwardOnly refuses a channel that names an older release than the one
@@ -58,22 +46,22 @@ func forwardOnly(cfg Config, agent string, st *agentState, pin, resolved string)
 }
 
 // RollbackSteps switch each agent's `current` back to the previous version
-// the receipt records (rollback.claude, rollback.codex); the version that was
-// current becomes the previous one.
+// the receipt records (rollback.claude, rollback.codex, rollback.gemini); the
+// version that was current becomes the previous one.
 func RollbackSteps(cfg Config, agents []string) []provision.Step {
 	var out []provision.Step
-	for _, a := range agents {
-		switch a {
-		case AgentClaude:
-			out = append(out, &rollbackStep{agent: a, step: StepClaude, dir: ClaudeDir, entry: "claude"})
-		case AgentCodex:
-			out = append(out, &rollbackStep{agent: a, step: StepCodex, dir: CodexDir, entry: "bin/codex"})
+	for _, name := range agents {
+		if a, ok := lookupAgent(name); ok {
+			out = append(out, &rollbackStep{agent: a.name, step: a.step, dir: a.dir, entry: a.entry, exec: a.exec})
 		}
 	}
 	return out
 }
 
-type rollbackStep struct{ agent, step, dir, entry string }
+type rollbackStep struct {
+	agent, step, dir, entry string
+	exec                    bool
+}
 
 func (s *rollbackStep) ID() string   { return "rollback." + s.agent }
 func (s *rollbackStep) Name() string { return "switch " + s.agent + " back to its previous version" }
@@ -93,7 +81,7 @@ func (s *rollbackStep) Check(run *provision.View) (provision.Check, error) {
 		return c, fmt.Errorf("%s %s: nothing older is installed (the other kept version, %s, is newer: use --upgrade %s to go forward)", s.agent, st.Version, st.Previous, s.agent)
 	}
 	bin := s.dir + "/" + st.Previous + "/" + s.entry
-	if fi, err := run.Root.Lstat(bin); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+	if fi, err := run.Root.Lstat(bin); err != nil || !fi.Mode().IsRegular() || s.exec && fi.Mode()&0o111 == 0 {
 		return c, fmt.Errorf("%s: the previous version %s is no longer at %s: reinstall it with a pin (%s.version = %q)", s.agent, st.Previous, bin, s.agent, st.Previous)
 	}
 	if e := run.Receipt.Paths[bin]; e == nil {

@@ -16,6 +16,14 @@ func TestCompareVersions(t *testing.T) {
 		{"1.2.0", "1.2.0-beta.1", 1},
 		{"1.2.0-alpha", "1.2.0-beta", -1},
 		{"3.0.0", "3.0.0", 0},
+		{"1.2.0-beta.2", "1.2.0-beta.10", -1},
+		{"0.62.0-preview.1", "0.61.0", 1},
+		{"0.62.0-nightly.20261201.abc", "0.62.0-preview.1", -1},
+		{"2.1.88", "2.1.89", -1},
+		{"2.0.999", "2.1.89", -1},
+		{"2.1.9", "2.1.89", -1},
+		{"1.2.3.4", "1.2.3", -1}, // not semver: before every version that is
+		{"1.2.3", "1.2.3.4", 1},
 	} {
 		if got := compareVersions(c.a, c.b); got != c.want {
 			t.Errorf("compareVersions(%q, %q) = %d, want %d", c.a, c.b, got, c.want)

@@ -71,41 +71,6 @@ func (s *signer) verify(data, sig []byte, what string) error {
 	return nil
 }
 
-// versionLess compares dotted numeric versions (suffixes ignored), for the
-// "older than the first signed release" rule.
-func versionLess(a, b string) bool {
-	pa, pb := numParts(a), numParts(b)
-	for i := 0; i < max(len(pa), len(pb)); i++ {
-		var x, y int
-		if i < len(pa) {
-			x = pa[i]
-		}
-		if i < len(pb) {
-			y = pb[i]
-		}
-		if x != y {
-			return x < y
-		}
-	}
-	return false
-}
-
-func numParts(v string) []int {
-	v, _, _ = strings.Cut(v, "-")
-	var out []int
-	for _, p := range strings.Split(v, ".") {
-		n := 0
-		for _, c := range p {
-			if c < '0' || c > '9' || n > 1<<30 {
-				break
-			}
-			n = n*10 + int(c-'0')
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
 // KeyCachePath is where the vendor's key is kept once it was fetched and
 // matched the pinned fingerprint: later runs (and offline ones) use it.
 const KeyCachePath = provision.StateDir + "/keys/claude-code.asc"

@@ -21,6 +21,9 @@ const (
 	LibexecDir = "/usr/libexec/cco"
 	ClaudeDir  = LibexecDir + "/claude"
 	CodexDir   = LibexecDir + "/codex-dist"
+	GeminiDir  = LibexecDir + "/gemini"
+	// GeminiEntry is the script of a Gemini CLI version that Node runs.
+	GeminiEntry = "bundle/gemini.js"
 )
 
 // stagingPrefix names the staging directories (and nothing else) under
@@ -172,6 +175,9 @@ type agentState struct {
 	// NoKey is why the manifest's signature could not be checked, so that
 	// the reason is said once, not on every run.
 	NoKey string `json:"no_key,omitempty"`
+	// Node is the Node binary (a host path of the target) that runs an
+	// npm package's script; "" for native binaries.
+	Node string `json:"node,omitempty"`
 }
 
 func loadState(run *provision.View, step string) *agentState {

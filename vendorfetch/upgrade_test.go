@@ -32,9 +32,14 @@ func TestUpgradeIsForwardOnly(t *testing.T) {
 	wantStatus(t, install(t, root, cfg), StepClaude, provision.StatusChanged)
 }
 
-func rollback(t *testing.T, root string, cfg Config) provision.StepReport {
+// rollback runs the rollback of the agent (claude when none is named).
+func rollback(t *testing.T, root string, cfg Config, agent ...string) provision.StepReport {
 	t.Helper()
-	return provisiontest.Step(t, provisiontest.Execute(t, root, RollbackSteps(cfg, []string{AgentClaude})), "rollback.claude")
+	a := AgentClaude
+	if len(agent) > 0 {
+		a = agent[0]
+	}
+	return provisiontest.Step(t, provisiontest.Execute(t, root, RollbackSteps(cfg, []string{a})), "rollback."+a)
 }
 
 // A rollback switches current to the previous version and swaps the two; a

@@ -241,17 +241,8 @@ func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Con
 	if o.adopt {
 		v.AdoptExisting, v.Users = true, statusUsers(run.Root, cfg, run.Receipt)
 	}
-	// A channel defaults only when no version is pinned.
-	if v.Claude.Channel == "" && v.Claude.Version == "" {
-		v.Claude.Channel = "stable"
-	}
-	if v.Codex.Channel == "" && v.Codex.Version == "" {
-		v.Codex.Channel = "latest"
-	}
 	v.Explicit = map[string]bool{}
-	for _, k := range []string{"claude.channel", "claude.version", "codex.channel", "codex.version"} {
-		v.Explicit[k] = cfg.IsSet(k)
-	}
+	vendorNpmConfig(cfg, &v)
 	if err := v.Validate(); err != nil {
 		return v, err
 	}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cco-dev/cco/vendorfetch"
+	"github.com/cco-dev/cco/vendorfetch/npmtest"
+)
+
+// PacksDir is where the real agents' npm packs are cached, by name@version.
+const packsDir = "/var/cache/cco-npm-packs"
+
+// realPacks reads the pinned packs of testdata/real-packs.txt: name ->
+// version (the version of the line's last @).
+func realPacks(t *testing.T) map[string]string {
+	f, err := os.Open("testdata/real-packs.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		i := strings.LastIndex(l, "@")
+		out[l[:i]] = l[i+1:]
+	}
+	return out
+}
+
+func packFile(t *testing.T, name, version string) string {
+	t.Helper()
+	dir := os.Getenv("CCO_TEST_NPM_PACKS")
+	if dir == "" {
+		dir = packsDir
+	}
+	p := filepath.Join(dir, name+"@"+version+".tgz")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the pack %s@%s is not cached at %s (%v): scripts/test.sh fetches it with npm pack", name, version, p, err)
+	}
+	return p
+}
+
+func emptyTarball(t *testing.T) []byte {
+	var b bytes.Buffer
+	gz := gzip.NewWriter(&b)
+	tw := tar.NewWriter(gz)
+	body := []byte("{}")
+	tw.WriteHeader(&tar.Header{Name: "package/package.json", Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+	tw.Write(body)
+	tw.Close()
+	gz.Close()
+	return b.Bytes()
+}
+
+// TestRealAgentsFromNpm installs the real Gemini CLI, Claude Code and Codex
+// with cco-install from npm packages served by a test registry on loopback
+// (the packs from the cache, the packuments and their signatures made
+// here), then runs each installed agent's --version with no network.
+func TestRealAgentsFromNpm(t *testing.T) {
+	if os.Getenv("CCO_TEST_REAL_AGENTS") != "1" {
+		t.Skip("the real agents' packs are large: set CCO_TEST_REAL_AGENTS=1 (scripts/test.sh does, after caching them)")
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Fatalf("the pinned packs are the linux-x64 builds; this machine is %s", runtime.GOARCH)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("Gemini CLI needs Node.js 20 or later on PATH (package nodejs): %v", err)
+	}
+	packs := realPacks(t)
+	reg := npmtest.New(t)
+	gv := packs[vendorfetch.NpmGemini]
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmGemini, Version: gv, TarballFile: packFile(t, vendorfetch.NpmGemini, gv), Engines: map[string]string{"node": ">=20"}, Tags: []string{"latest"}})
+	claudePkg := vendorfetch.NpmClaude + "-linux-x64"
+	cv := packs[claudePkg]
+	reg.Publish(npmtest.Pub{Name: claudePkg, Version: cv, TarballFile: packFile(t, claudePkg, cv)})
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmClaude, Version: cv, Tarball: emptyTarball(t), Optional: map[string]string{claudePkg: cv}, Tags: []string{"latest"}})
+	xv := packs[vendorfetch.NpmCodex]
+	codexV := strings.TrimSuffix(xv, "-linux-x64")
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: xv, TarballFile: packFile(t, vendorfetch.NpmCodex, xv)})
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: codexV, Tarball: emptyTarball(t), Optional: map[string]string{vendorfetch.NpmCodex + "-linux-x64": "npm:" + vendorfetch.NpmCodex + "@" + xv}, Tags: []string{"latest"}})
+
+	root := t.TempDir()
+	// The target's Node is the host's (found on the system PATH inside the root).
+	os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755)
+	if err := os.Symlink(node, filepath.Join(root, "usr/bin/node")); err != nil {
+		t.Fatal(err)
+	}
+	shadow := filepath.Join(t.TempDir(), "shadow")
+	os.WriteFile(shadow, []byte("#!/bin/sh\necho shadow\n"), 0o755)
+	env := []string{
+		"CCO_AGENTS=claude,codex," + vendorfetch.AgentGemini,
+		"CCO_CLAUDE_SOURCE=npm", "CCO_CODEX_SOURCE=npm",
+		"CCO_CLAUDE_REGISTRY=" + reg.URL(), "CCO_CODEX_REGISTRY=" + reg.URL(), "CCO_GEMINI_REGISTRY=" + reg.URL(),
+		"CCO_NPM_KEYS=" + reg.KeysFile, "CCO_PROGRESS=never",
+	}
+	r := runReport(t, installer(t, root, shadow, env))
+	if r.Failed != 0 {
+		t.Fatalf("install: %+v", r)
+	}
+	for _, id := range []string{vendorfetch.StepClaude, vendorfetch.StepCodex, vendorfetch.StepGemini} {
+		found := false
+		for _, s := range r.Steps {
+			found = found || s.ID == id && s.Status == "changed"
+		}
+		if !found {
+			t.Errorf("%s did not install: %+v", id, r.Steps)
+		}
+	}
+	if l, err := os.Readlink(filepath.Join(root, vendorfetch.GeminiDir, "current")); err != nil || l != gv {
+		t.Errorf("gemini current -> %q (%v), want %s", l, err, gv)
+	}
+	reg.Close()
+	// Offline: a network namespace of the test's own with nothing in it.
+	for _, c := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{node, filepath.Join(root, vendorfetch.GeminiDir, "current", vendorfetch.GeminiEntry), "--version"}, gv},
+		{[]string{filepath.Join(root, vendorfetch.ClaudeDir, "current", "claude"), "--version"}, cv + " (Claude Code)"},
+		{[]string{filepath.Join(root, vendorfetch.CodexDir, "current", "bin", "codex"), "--version"}, "codex-cli " + codexV},
+	} {
+		cmd := exec.Command("unshare", append([]string{"-rn"}, c.argv...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "GEMINI_API_KEY=dummy", "DISABLE_AUTOUPDATER=1"}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("%v: %v\n%s\nwant %q", c.argv, err, out, c.want)
+		}
+	}
+	// A second run is a no-op and reaches no registry (it is closed).
+	r = runReport(t, installer(t, root, shadow, env))
+	if r.Failed != 0 || r.Changed != 0 {
+		t.Errorf("second run: %+v", r)
+	}
+}

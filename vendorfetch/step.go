@@ -1,0 +1,254 @@
+package vendorfetch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/vendorfetch/extract"
+)
+
+// vendorAgent is one agent's fixed facts for the vendor step: where its
+// versions live and which file of a version is the one that runs.
+type vendorAgent struct {
+	name, step, dir string
+	title           string // the vendor's name of it, for the step's name
+	// entry is the file of a version directory that is run (the rollback
+	// checks it is still there); exec says it must be executable.
+	entry string
+	exec  bool
+}
+
+// vendorAgents is the one table of the agents this package installs.
+var vendorAgents = []vendorAgent{
+	{name: AgentClaude, title: "Claude Code", step: StepClaude, dir: ClaudeDir, entry: claudeEntry, exec: true},
+	{name: AgentCodex, title: "Codex", step: StepCodex, dir: CodexDir, entry: "bin/codex", exec: true},
+	{name: AgentGemini, title: "Gemini CLI", step: StepGemini, dir: GeminiDir, entry: GeminiEntry},
+}
+
+func lookupAgent(name string) (vendorAgent, bool) {
+	for _, a := range vendorAgents {
+		if a.name == name {
+			return a, true
+		}
+	}
+	return vendorAgent{}, false
+}
+
+// agentNames lists the table's names, for messages.
+func agentNames() string {
+	var n []string
+	for _, a := range vendorAgents {
+		n = append(n, a.name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// releaseSource is one way to an agent's releases: Claude's store, Codex's
+// stores with their GitHub fallback, or an npm registry. The vendor step
+// does everything else (what is installed, upgrade, placing, the receipt,
+// pruning) the same way for every source.
+type releaseSource interface {
+	// target names the build for a platform, as the receipt records it
+	// (Claude's platform, Codex's target triple).
+	target(platform string) string
+	// resolve names the version to install: the pin, checked where the
+	// source can, or the version the channel names now.
+	resolve(ctx context.Context, run *provision.View, tr source, pin, channel, target string) (string, *resolved, error)
+	// fetch fetches the planned version, verifies it, and leaves the
+	// verified tree as the directory "version" of the staging directory.
+	fetch(run *provision.Run, p *vendorPlan, sg *staging) (*fetched, error)
+}
+
+// resolved is what a source learned while resolving that its fetch uses.
+type resolved struct {
+	digests map[string]string // Codex: the GitHub API's per-asset sha256
+	node    string            // npm: the Node binary that runs the package
+}
+
+// vendorPlan is what the check learned for the apply.
+type vendorPlan struct {
+	version, platform, target string
+	res                       *resolved
+	tr                        source
+}
+
+// fetched is a verified tree in the staging directory.
+type fetched struct {
+	url      string // where the bytes came from
+	verified string // what was checked, for the report and the receipt
+	// members are the tree's entries, relative to the version directory,
+	// as the receipt records them.
+	members  []extract.Member
+	stripped []string // members whose setuid/setgid bits were removed
+	warnings []string
+	noKey    string // why a signature could not be checked (said once)
+	node     string // the interpreter the entry runs under, if any
+}
+
+// vendorStep installs one agent's release from its source.
+type vendorStep struct {
+	agent vendorAgent
+	cfg   Config
+}
+
+func (s *vendorStep) ID() string { return s.agent.step }
+func (s *vendorStep) Name() string {
+	return fmt.Sprintf("install %s (%s)", s.agent.title, s.agent.dir)
+}
+
+// settings are the agent's pin and channel as configured.
+func (c Config) settings(agent string) (pin, channel string) {
+	switch agent {
+	case AgentClaude:
+		return c.Claude.Version, c.Claude.Channel
+	case AgentCodex:
+		return c.Codex.Version, c.Codex.Channel
+	case AgentGemini:
+		return c.Gemini.Version, c.Gemini.Channel
+	}
+	return "", ""
+}
+
+func (s *vendorStep) platform(run *provision.View) (string, error) {
+	if s.cfg.Platform != "" {
+		return s.cfg.Platform, nil
+	}
+	return DetectPlatform(run.Root)
+}
+
+func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
+	a, cfg := s.agent, s.cfg
+	c := provision.Check{Paths: []string{a.dir + "/current"}}
+	platform, err := s.platform(run)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", a.name, err)
+	}
+	rs := newReleaseSource(cfg, a.name)
+	target := rs.target(platform)
+	tr, pin, channel, err := agentSource(cfg, a.name, target)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", a.name, err)
+	}
+	st := loadState(run, a.step)
+	if st != nil && !cfg.Upgrade[a.name] && st.Platform == target && (pin == st.Version || pin == "" && st.Channel == channel) {
+		ok, why := intact(run, a.step, a.dir, st.Version)
+		c.Installed = st.Version
+		if ok {
+			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed (%s)", a.name, st.Version, target)
+			if pin == "" && cfg.Bundle == "" {
+				// One quick try, and no fallback: a notice must not slow a run.
+				ncfg := cfg
+				ncfg.Retries, ncfg.Codex.GitHubAPIURL = 0, ""
+				nrs := newReleaseSource(ncfg, a.name)
+				var warns []string
+				c.Available, warns = newerNotice(run.Ctx, a.name, channel, st.Version, func(ctx context.Context) (string, error) {
+					v, _, err := nrs.resolve(ctx, run, newNetSource(ncfg), "", channel, target)
+					return v, err
+				})
+				c.Warnings = append(c.Warnings, warns...)
+			}
+			return c, nil
+		}
+		if run.Status {
+			c.State, c.Detail = provision.ToDo, fmt.Sprintf("reinstall %s %s: %s", a.name, st.Version, why)
+			return c, nil
+		}
+		v, res, err := rs.resolve(run.Ctx, run, tr, st.Version, "", target)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", a.name, err)
+		}
+		c.State, c.Detail = provision.ToDo, fmt.Sprintf("reinstall %s %s: %s", a.name, v, why)
+		c.Data = &vendorPlan{version: v, platform: platform, target: target, res: res, tr: tr}
+		return c, nil
+	}
+	if run.Status {
+		return notInstalled(c, a.name, st, pin, channel), nil
+	}
+	v, res, err := rs.resolve(run.Ctx, run, tr, pin, channel, target)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", a.name, err)
+	}
+	if err := forwardOnly(cfg, a.name, st, pin, v); err != nil {
+		return c, err
+	}
+	if st != nil && st.Version == v && st.Platform == target {
+		if ok, _ := intact(run, a.step, a.dir, v); ok {
+			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed and is the newest on the %s channel", a.name, v, channel)
+			if pin != "" {
+				c.Detail = fmt.Sprintf("%s %s is installed (pinned)", a.name, v)
+			}
+			return c, nil
+		}
+	}
+	from := "pinned"
+	if pin == "" {
+		from = "the " + channel + " channel"
+	}
+	if cfg.Bundle != "" {
+		from = "the bundle " + cfg.Bundle
+	}
+	c.State, c.Detail = provision.ToDo, fmt.Sprintf("install %s %s (%s, %s)", a.name, v, target, from)
+	if st != nil && st.Version != v {
+		c.Detail = fmt.Sprintf("upgrade %s %s -> %s (%s, %s)", a.name, st.Version, v, target, from)
+	}
+	c.Data = &vendorPlan{version: v, platform: platform, target: target, res: res, tr: tr}
+	return c, nil
+}
+
+func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error) {
+	a, cfg := s.agent, s.cfg
+	p, ok := c.Data.(*vendorPlan)
+	if !ok {
+		return "", fmt.Errorf("%s: no plan from the check", a.name)
+	}
+	prev := loadState(&run.View, a.step)
+	sgd, err := newStaging(run, a.name, a.step)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", a.name, err)
+	}
+	defer sgd.close()
+	f, err := newReleaseSource(cfg, a.name).fetch(run, p, sgd)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", a.name, p.version, err)
+	}
+	for _, w := range f.warnings {
+		run.Warn(w)
+	}
+	if err := sgd.place(a.step, a.dir, p.version, "version"); err != nil {
+		return "", fmt.Errorf("%s %s: %w", a.name, p.version, err)
+	}
+	vdir := a.dir + "/" + p.version
+	for _, m := range f.members {
+		t := vdir + "/" + m.Name
+		switch m.Kind {
+		case extract.KindDir:
+			run.Receipt.Dirs[t] = provision.DirRecord{Step: a.step}
+		case extract.KindFile:
+			err = run.Record(t, provision.KindFile, m.SHA256, a.step)
+		case extract.KindLink:
+			err = run.Record(t, provision.KindLink, "", a.step)
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %w", a.name, p.version, err)
+		}
+	}
+	src := sourceName(cfg, f.url)
+	st := &agentState{Version: p.version, Platform: p.target, Source: src, Verified: f.verified, NoKey: f.noKey, Node: f.node}
+	if pin, channel := cfg.settings(a.name); pin == "" && cfg.Bundle == "" {
+		st.Channel = channel
+	}
+	if prev != nil && prev.Version != p.version {
+		st.Previous = prev.Version
+	}
+	if err := saveState(run, a.step, st); err != nil {
+		return "", err
+	}
+	detail := fmt.Sprintf("installed %s %s (%s) from %s; verified %s", a.name, p.version, p.target, src, f.verified)
+	detail += prune(run, a.step, a.dir, st)
+	if len(f.stripped) > 0 {
+		detail += "; stripped setuid/setgid bits from " + strings.Join(f.stripped, ", ")
+	}
+	return detail, nil
+}
