@@ -47,6 +47,15 @@ type Profile struct {
 	Watched []string
 	// Upgrade is the agent's name for `cco-install --upgrade`.
 	Upgrade string
+	// LoginPorts are the loopback ports of the agent's own login callback
+	// server: while the jail listens on one, the shadow carries the host's
+	// 127.0.0.1 on that port to it (sandbox/loginfwd). None for an agent
+	// whose login is a pasted code.
+	LoginPorts []int
+	// LoginEndpoints are the hosts the agent's login reaches from the jail
+	// (token exchange, device code, account lookup); the egress policy's
+	// default allowlist carries them.
+	LoginEndpoints []string
 
 	rewrite func(args []string, o Options) []string
 }
@@ -75,7 +84,10 @@ var table = map[string]*Profile{
 		CarryOver:         [][2]string{{".claude.json", ".claude/.claude.json"}},
 		Watched:           []string{".claude/.claude.json"},
 		Upgrade:           "claude",
-		rewrite:           claudeArgs,
+		// The paste-code flow: the localhost redirect goes only to a
+		// browser the jail cannot open (docs/how-to/first-login.md).
+		LoginEndpoints: []string{"platform.claude.com", "api.anthropic.com", "claude.ai"},
+		rewrite:        claudeArgs,
 	},
 	"codex": {
 		Name:              "codex",
@@ -87,7 +99,10 @@ var table = map[string]*Profile{
 		WorkspaceReadOnly: []string{".codex/config.toml"},
 		Env:               []string{"CODEX_UPDATE_DISABLED=1"},
 		Upgrade:           "codex",
-		rewrite:           codexArgs,
+		// codex login's server: 1455, or 1457 when 1455 is taken.
+		LoginPorts:     []int{1455, 1457},
+		LoginEndpoints: []string{"auth.openai.com"},
+		rewrite:        codexArgs,
 	},
 }
 

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/cco-dev/cco/agent"
 )
 
 // Policy modes (the sandbox.toml key egress).
@@ -71,10 +73,20 @@ var vendorAllow = map[string][]string{
 }
 
 // DefaultAllow is the shipped allowlist for an agent ("claude", "codex"):
-// its vendor's endpoints plus package registries and forges. An unknown
-// agent gets only the registries and forges.
-func DefaultAllow(agent string) []string {
-	return append(slices.Clone(vendorAllow[agent]), commonAllow...)
+// its vendor's endpoints, its profile's login endpoints (so that a
+// paste-code or device login works in allowlist mode too), plus package
+// registries and forges. An unknown agent gets only the registries and
+// forges.
+func DefaultAllow(name string) []string {
+	out := slices.Clone(vendorAllow[name])
+	if p, ok := agent.Lookup(name); ok {
+		for _, h := range p.LoginEndpoints {
+			if !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
+	}
+	return append(out, commonAllow...)
 }
 
 // Parse builds a Policy from the top-level table of /etc/cco/sandbox.toml
