@@ -25,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cco-dev/cco/sandbox/egress/bridge"
 )
 
 // Options tune the forwarder; the zero value is the shadow's.
@@ -241,7 +243,7 @@ func (f *forwarder) carry(c net.Conn, target netip.AddrPort) {
 		return
 	}
 	defer f.untrack(j)
-	relay(c, j)
+	bridge.Relay(c, j)
 }
 
 // track registers a connection for closeAll; false once the forwarder
@@ -276,23 +278,4 @@ func (f *forwarder) closeAll() {
 		c.Close()
 	}
 	f.conns = nil
-}
-
-// relay copies both ways, passing each side's end of stream on as a
-// half-close, until both are done.
-func relay(a, b net.Conn) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	half := func(dst, src net.Conn) {
-		defer wg.Done()
-		io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		} else {
-			dst.Close()
-		}
-	}
-	go half(a, b)
-	go half(b, a)
-	wg.Wait()
 }
