@@ -82,6 +82,15 @@ type Profile struct {
 	PathComment string
 	// PathVendor is the vendor's name as take-over reports its PATH block.
 	PathVendor string
+	// LoginPorts are the loopback ports of the agent's own login callback
+	// server: while the jail listens on one, the shadow carries the host's
+	// 127.0.0.1 on that port to it (sandbox/loginfwd). None for an agent
+	// whose login is a pasted code.
+	LoginPorts []int
+	// LoginEndpoints are the hosts the agent's login reaches from the jail
+	// (token exchange, device code, account lookup); the egress policy's
+	// default allowlist carries them.
+	LoginEndpoints []string
 
 	rewrite func(args []string, o Options) []string
 }
@@ -141,7 +150,10 @@ var table = map[string]*Profile{
 		Policy:      "claude",
 		PathComment: "claude",
 		PathVendor:  "Claude Code",
-		rewrite:     claudeArgs,
+		// The paste-code flow: the localhost redirect goes only to a
+		// browser the jail cannot open (docs/how-to/first-login.md).
+		LoginEndpoints: []string{"platform.claude.com", "api.anthropic.com", "claude.ai"},
+		rewrite:        claudeArgs,
 	},
 	"codex": {
 		Name:              "codex",
@@ -165,7 +177,10 @@ var table = map[string]*Profile{
 		AppServer:  true,
 		Policy:     "codex",
 		HookFields: []string{"turn_id", "model"},
-		rewrite:    codexArgs,
+		// codex login's server: 1455, or 1457 when 1455 is taken.
+		LoginPorts:     []int{1455, 1457},
+		LoginEndpoints: []string{"auth.openai.com"},
+		rewrite:        codexArgs,
 	},
 	// Gemini CLI is a bundled Node program; bundle/gemini.js starts with
 	// #!/usr/bin/env node, which finds node on the jail's PATH.
@@ -197,7 +212,10 @@ var table = map[string]*Profile{
 		},
 		Policy:     "gemini",
 		HookFields: []string{"timestamp"},
-		rewrite:    geminiArgs,
+		// The user-code flow: the jail clears DISPLAY, so the loopback
+		// flow never starts (docs/how-to/first-login.md).
+		LoginEndpoints: []string{"oauth2.googleapis.com", "www.googleapis.com", "cloudcode-pa.googleapis.com"},
+		rewrite:        geminiArgs,
 	},
 }
 

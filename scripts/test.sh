@@ -55,6 +55,9 @@ export CCO_TEST_REAL_AGENTS=1 CCO_TEST_NPM_PACKS="$packs"
 # Tests that need bwrap or root fail instead of skipping when this is set:
 # a skipped sandbox test must never pass for a tested one.
 export CCO_REQUIRE_BWRAP=1
+# The tests that run the vendors' real agents (internal/realagents), offline;
+# their npm packs are cached in /var/cache/cco-npm-packs.
+export CCO_REAL_AGENTS=1
 go test -count=1 -timeout 30m ./...
 
 # The real Gemini CLI, offline, from a pack cached between runs: unwrapped,

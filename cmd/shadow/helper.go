@@ -15,6 +15,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/bridge"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/pty"
 )
 
@@ -64,6 +65,11 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			env, stay = append(env, bridge.ProxyEnv(b.Addr)...), true
 		}
 		return runAgent(m.Agent, rest, env, stay, stderr)
+	case loginfwd.DialMode:
+		// Started by the shadow, through nsenter, in the jail's network
+		// namespace: it dials the login listener there and hands back the
+		// connection (sandbox/loginfwd).
+		return loginfwd.DialMain(args[1:])
 	}
 	fmt.Fprintf(stderr, "cco sandbox-helper: unknown mode %q (modes: guard, exec)\n", args[0])
 	return 2

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/pty"
 	"github.com/cco-dev/cco/sandbox/rootview"
 	"golang.org/x/sys/unix"
@@ -367,6 +369,10 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 	st := newJailStatus(stR)
 	pid := st.childPID()
 	child <- pid
+	// The agent's login callback, from the host's loopback while the jail
+	// listens on a login port (docs/adr/0054-login-callback-forwarding.md).
+	defer loginfwd.Start(context.Background(), pid, loginPorts(name), loginfwd.Options{
+		Helper: sandbox.SystemRoot + sandbox.HelperPath, Warn: stderr, Agent: name})()
 	ws, err := proc.wait()
 	// Signals stay caught until the process exits: one arriving during the
 	// clean-up must not cut it short.
@@ -394,6 +400,14 @@ func supervise(bwrap string, spec *sandbox.Spec, helper bool, px *proxy, name st
 		return retryJail
 	}
 	return exitStatus(ws, ran, bwrap, stderr)
+}
+
+// loginPorts are the login ports of the agent name's profile.
+func loginPorts(name string) []int {
+	if p, ok := agent.Lookup(name); ok {
+		return p.LoginPorts
+	}
+	return nil
 }
 
 // retryJail is supervise's answer when the jail failed to build because a

@@ -63,14 +63,21 @@ var commonAllow = []string{
 }
 
 // DefaultAllow is the shipped allowlist for an agent: its vendor's
-// endpoints (the profile's Egress) plus package registries and forges. An
-// unknown agent gets only the registries and forges.
+// endpoints (the profile's Egress), its login endpoints (so that a
+// paste-code or device login works in allowlist mode too), plus package
+// registries and forges. An unknown agent gets only the registries and
+// forges.
 func DefaultAllow(name string) []string {
-	var vendor []string
+	var out []string
 	if p, ok := agentpkg.Lookup(name); ok {
-		vendor = p.Egress
+		out = slices.Clone(p.Egress)
+		for _, h := range p.LoginEndpoints {
+			if !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
 	}
-	return append(slices.Clone(vendor), commonAllow...)
+	return append(out, commonAllow...)
 }
 
 // Parse builds a Policy from the top-level table of /etc/cco/sandbox.toml

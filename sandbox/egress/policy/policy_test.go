@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cco-dev/cco/agent"
 )
 
 func TestParsePolicyDefaults(t *testing.T) {
@@ -188,5 +190,36 @@ func TestPolicyValidate(t *testing.T) {
 	}
 	if err := (Policy{}).Validate(); err != nil {
 		t.Errorf("zero policy: %v", err)
+	}
+}
+
+// TestLoginEndpointsAllowed: every profile's login endpoints are in its
+// default allowlist, so that the paste-code and device logins pass the
+// proxy in allowlist mode; another vendor's are not.
+func TestLoginEndpointsAllowed(t *testing.T) {
+	for _, name := range []string{"claude", "codex"} {
+		p, _ := agent.Lookup(name)
+		if len(p.LoginEndpoints) == 0 {
+			t.Errorf("%s: no login endpoints", name)
+		}
+		pol, err := Parse(map[string]any{"egress": "allowlist"}, name, "/home/u")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range p.LoginEndpoints {
+			if !MatchRule(pol.Allow, h) {
+				t.Errorf("%s: allowlist mode refuses the login endpoint %s", name, h)
+			}
+		}
+	}
+	pol, err := Parse(map[string]any{"egress": "allowlist"}, "claude", "/home/u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if MatchRule(pol.Allow, "auth.openai.com") {
+		t.Error("claude's allowlist carries codex's login endpoint")
+	}
+	if _, err := hostRules("egress_allow", DefaultAllow("codex")); err != nil {
+		t.Errorf("codex defaults with its login endpoints: %v", err)
 	}
 }
