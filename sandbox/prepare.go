@@ -59,6 +59,8 @@ type Session struct {
 	repos repoFiles
 	// protected are Prep.Protected's inodes once the placeholders exist.
 	protected []protectedStamp
+	// launched is the running jail, for a Session that Start made.
+	*launched
 }
 
 // Prepare does the host-side work of a Prep before bwrap starts: it takes
