@@ -21,17 +21,10 @@ func OpenBindSources(s *Spec) ([]*os.File, error) {
 		if err != nil || b.Src == "" || b.System {
 			return
 		}
-		b.skip = false
-		f, oerr := openNoFollow(b.Src)
-		switch {
-		case oerr == nil:
+		var f *os.File
+		f, b.skip, err = openSource(b)
+		if f != nil {
 			files = append(files, f)
-		case b.Try && errors.Is(oerr, unix.ENOENT):
-			b.skip = true
-		case errors.Is(oerr, unix.ELOOP) || errors.Is(oerr, unix.EXDEV):
-			err = fmt.Errorf("%s is, or lies below, a symbolic link, which the jail never follows (fix: rm the link, or replace it with what it points to)", b.Src)
-		default:
-			err = fmt.Errorf("opening %s for the jail: %w", b.Src, oerr)
 		}
 	})
 	if err != nil {
@@ -41,6 +34,21 @@ func OpenBindSources(s *Spec) ([]*os.File, error) {
 		return nil, err
 	}
 	return files, nil
+}
+
+// openSource opens a bind's source with openNoFollow; skip reports a
+// missing Try source, which the jail goes without.
+func openSource(b *Bind) (f *os.File, skip bool, err error) {
+	f, oerr := openNoFollow(b.Src)
+	switch {
+	case oerr == nil:
+		return f, false, nil
+	case b.Try && errors.Is(oerr, unix.ENOENT):
+		return nil, true, nil
+	case errors.Is(oerr, unix.ELOOP) || errors.Is(oerr, unix.EXDEV):
+		return nil, false, fmt.Errorf("%s is, or lies below, a symbolic link, which the jail never follows (fix: rm the link, or replace it with what it points to)", b.Src)
+	}
+	return nil, false, fmt.Errorf("opening %s for the jail: %w", b.Src, oerr)
 }
 
 // openNoFollow opens p as an O_PATH descriptor, refusing a link anywhere

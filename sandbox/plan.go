@@ -10,6 +10,7 @@ import (
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/egress/spawn"
 )
 
 // SystemRoot prefixes every system path the shadow reads or runs (vendor
@@ -58,6 +59,16 @@ type Launch struct {
 	// EgressSocket is the host path of the proxy's listening socket, bound
 	// at EgressSocket inside; required unless Egress is off.
 	EgressSocket string
+	// HostEndpoint makes the launcher own the agent's proxy endpoint
+	// (spawn.Endpoint, in the jail's network namespace), carried to
+	// EgressSocket on the host: no helper stays in the jail to host a
+	// bridge. With Direct, the launcher makes the endpoint itself while
+	// bwrap holds the agent (--block-fd); otherwise the helper makes it and
+	// hands it back, then becomes the agent.
+	HostEndpoint bool
+	// Stdin, Stdout and Stderr are the agent's (nil: this process's);
+	// Start's refusals and warnings go to Stderr.
+	Stdin, Stdout, Stderr *os.File
 }
 
 // Placeholder is a mount point the shadow creates on the host because a
@@ -217,6 +228,16 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		if l.EgressSocket == "" {
 			return nil, nil, fmt.Errorf("egress %q needs the proxy's socket, and none was given", mode)
 		}
+		if l.HostEndpoint {
+			// The agent's endpoint is a listener in the jail's network
+			// namespace; the socket stays bound for what speaks to the
+			// proxy directly.
+			s.Env = append(s.Env, spawn.ProxyEnv()...)
+			s.endpoint = endpointHelper
+			if l.Direct {
+				s.endpoint = endpointLauncher
+			}
+		}
 		s.EgressSocket = l.EgressSocket
 		// Beside the socket are the user's other sessions' sockets (and
 		// the shadow's own bookkeeping): hidden, where no private tmpfs
@@ -235,7 +256,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	if s.MaxProcs == 0 {
 		s.MaxProcs = DefaultMaxProcs
 	}
-	direct := l.Direct && mode == policy.ModeOff
+	direct := l.Direct && (mode == policy.ModeOff || l.HostEndpoint)
 	if s.Marker, err = markerJSON(&Marker{Schema: MarkerSchema, Agent: p.Name, Session: l.Session, Workspace: ws, Egress: mode}); err != nil {
 		return nil, nil, err
 	}

@@ -126,12 +126,66 @@ type Spec struct {
 	Chdir string
 	// Command is what bwrap runs.
 	Command []string
+	// endpoint says who makes the agent's proxy endpoint in the jail's
+	// network namespace (Launch.HostEndpoint).
+	endpoint endpointMaker
 }
+
+// endpointMaker is who makes the proxy endpoint in the jail.
+type endpointMaker int
+
+const (
+	endpointNone     endpointMaker = iota // no proxy, or the helper's bridge
+	endpointLauncher                      // the launcher, while bwrap holds the agent
+	endpointHelper                        // the helper, which hands it back
+)
 
 // Argv turns a Spec into bwrap's arguments (without the bwrap path). It is a
 // pure function: the order is the jail's meaning, because a later mount
-// covers an earlier one.
-func Argv(s *Spec) []string {
+// covers an earlier one. Its descriptors are numbered from the Spec's
+// SeccompFD, StatusFD, DataFD and BindFD; a launch instead donates each
+// file as its flag is written (donation), so that no number is decided
+// apart from its flag.
+func Argv(s *Spec) []string { return s.argv(&numbered{s: s, data: s.DataFD, bind: s.BindFD}) }
+
+// numbered is Argv's donor: the numbers the Spec states, no files.
+type numbered struct {
+	s          *Spec
+	data, bind int
+}
+
+func (n *numbered) seccomp() int { return n.s.SeccompFD }
+func (n *numbered) status() int  { return n.s.StatusFD }
+func (n *numbered) block() int   { return 0 }
+func (n *numbered) handback() int {
+	return 0
+}
+func (n *numbered) dataFile([]byte) int { n.data++; return n.data - 1 }
+func (n *numbered) source(b *Bind) (int, bool) {
+	if b.skip {
+		return 0, false
+	}
+	n.bind++
+	return n.bind - 1, true
+}
+
+// donor gives each descriptor bwrap inherits its number as argv names it;
+// 0 from seccomp, status, block or handback leaves that flag out.
+type donor interface {
+	seccomp() int
+	status() int
+	// block is bwrap's --block-fd: the agent waits on it until the
+	// launcher's endpoint in the jail's network namespace is up.
+	block() int
+	// handback is the descriptor on which the in-jail helper hands the
+	// endpoint it made back to the launcher.
+	handback() int
+	dataFile(data []byte) int
+	// source is a bind's source; false drops the bind (a missing Try).
+	source(b *Bind) (int, bool)
+}
+
+func (s *Spec) argv(d donor) []string {
 	a := make([]string, 0, 64+3*len(s.Env)+4*(len(s.HomeBinds)+len(s.HomeReadOnly)+len(s.Writable)+len(s.ReadOnly)+len(s.Masks))+len(s.Command))
 	a = append(a,
 		"--die-with-parent",
@@ -144,11 +198,14 @@ func Argv(s *Spec) []string {
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--cap-drop", "ALL")
-	if s.SeccompFD > 0 {
-		a = append(a, "--seccomp", strconv.Itoa(s.SeccompFD))
+	if fd := d.seccomp(); fd > 0 {
+		a = append(a, "--seccomp", strconv.Itoa(fd))
 	}
-	if s.StatusFD > 0 {
-		a = append(a, "--json-status-fd", strconv.Itoa(s.StatusFD))
+	if fd := d.status(); fd > 0 {
+		a = append(a, "--json-status-fd", strconv.Itoa(fd))
+	}
+	if fd := d.block(); fd > 0 {
+		a = append(a, "--block-fd", strconv.Itoa(fd))
 	}
 	a = append(a, "--clearenv")
 	for _, kv := range s.Env {
@@ -167,20 +224,18 @@ func Argv(s *Spec) []string {
 		a = append(a, "--perms", "0700")
 		a = tmpfs(a, s, s.Home)
 	}
-	data, bfd := s.DataFD, s.BindFD
 	s.eachBind(func(b *Bind, rw bool) {
 		switch {
-		case b.skip:
 		case b.EmptyDir && b.Src == "":
 			a = append(a, "--tmpfs", b.Dst, "--remount-ro", b.Dst)
 		case b.isData():
-			a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(data), b.Dst)
-			data++
+			a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(b.Data)), b.Dst)
 		case b.System:
 			a = append(a, pick(rw, "--bind", "--ro-bind"), b.Src, b.Dst)
 		default:
-			a = append(a, pick(rw, "--bind-fd", "--ro-bind-fd"), strconv.Itoa(bfd), b.Dst)
-			bfd++
+			if fd, ok := d.source(b); ok {
+				a = append(a, pick(rw, "--bind-fd", "--ro-bind-fd"), strconv.Itoa(fd), b.Dst)
+			}
 		}
 	})
 	for _, m := range s.Masks {
@@ -205,12 +260,18 @@ func Argv(s *Spec) []string {
 		a = append(a, "--ro-bind", s.EgressSocket, EgressSocket)
 	}
 	if s.Marker != nil {
-		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(data), MarkerPath)
+		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(s.Marker)), MarkerPath)
 	}
 	if s.Chdir != "" {
 		a = append(a, "--chdir", s.Chdir)
 	}
 	a = append(a, "--")
+	if fd := d.handback(); fd > 0 && len(s.Command) >= 2 {
+		// The helper's mode, then where it hands the endpoint back.
+		a = append(a, s.Command[:2]...)
+		a = append(a, "--endpoint-fd", strconv.Itoa(fd))
+		return append(a, s.Command[2:]...)
+	}
 	return append(a, s.Command...)
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/cco-dev/cco/agent"
@@ -15,6 +16,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/bridge"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/egress/spawn"
 	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/pty"
 )
@@ -22,7 +24,8 @@ import (
 // helper runs the in-sandbox modes:
 //
 //	sandbox-helper guard <hook> [args...]    the guard's hooks
-//	sandbox-helper exec -- <program> [args]  start the agent inside the jail
+//	sandbox-helper exec [--endpoint-fd N] -- <program> [args]
+//	                                         start the agent inside the jail
 //
 // exec refuses unless sandbox.ProbeJail passes: on the host it must never
 // start a vendor binary unwrapped.
@@ -40,6 +43,15 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return guard.Run(args[1], args[2:], stdin, stdout, stderr)
 	case "exec":
 		rest := args[1:]
+		endpointFD := -1
+		if len(rest) > 1 && rest[0] == "--endpoint-fd" {
+			n, err := strconv.Atoi(rest[1])
+			if err != nil || n < 3 {
+				fmt.Fprintf(stderr, "cco sandbox-helper: --endpoint-fd %q is not a descriptor (the shadow starts this mode)\n", rest[1])
+				return 2
+			}
+			endpointFD, rest = n, rest[2:]
+		}
 		if len(rest) > 0 && rest[0] == "--" {
 			rest = rest[1:]
 		}
@@ -53,7 +65,19 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitCannotRun
 		}
 		env, stay := os.Environ(), false
-		if m.Egress == policy.ModePublic || m.Egress == policy.ModeAllowlist {
+		if endpointFD >= 0 {
+			// The launcher owns the endpoint: made here, in the jail's
+			// network namespace, handed over, and the agent needs no
+			// parent of the helper's.
+			ln, err := spawn.Listen()
+			if err == nil {
+				err = spawn.Send(endpointFD, ln)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "cco sandbox-helper: not starting %s: %v\n", rest[0], err)
+				return exitCannotRun
+			}
+		} else if m.Egress == policy.ModePublic || m.Egress == policy.ModeAllowlist {
 			// The bridge lives in this process, which therefore stays the
 			// agent's parent for the whole session.
 			b, err := bridge.Start(context.Background(), sandbox.EgressSocket)

@@ -12,12 +12,13 @@ import (
 	"path/filepath"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/sandbox"
 )
 
 // Exit codes of refusals, as a shell reports them.
 const (
-	exitCannotRun = 126 // the jail cannot be built, or the role is unknown
-	exitNotFound  = 127 // the vendor binary is missing
+	exitCannotRun = sandbox.ExitCannotRun // the jail cannot be built, or the role is unknown
+	exitNotFound  = sandbox.ExitNotFound  // the vendor binary is missing
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 )
 
 // openPty returns a pty pair of the host's devpts.
-func openPty(t *testing.T) (master, slave *os.File) {
+func openPty(t testing.TB) (master, slave *os.File) {
 	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
 	if err != nil {

@@ -40,6 +40,9 @@ const ID = 93376 // 0x16cc0
 // Every other user's jail already reads what that user may read.
 func Applies(uid int) bool { return uid == 0 }
 
+// Registered with the launcher, which cannot import this package.
+func init() { sandbox.UseRootView(&sandbox.RootView{Applies: Applies, Prepare: Prepare, Start: Start}) }
+
 // Trees are the host paths the view maps back to root, from the Spec: the
 // home (its login state is bound from it, and bwrap, being ID, must enter
 // it), the workspace, the read-write binds (with the protected trees: a

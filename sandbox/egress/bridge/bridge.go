@@ -52,6 +52,24 @@ func Start(ctx context.Context, socketPath string) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress bridge: listening on 127.0.0.1: %w", err)
 	}
+	b, err := Serve(ln, socketPath)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			b.Close()
+		case <-b.stop:
+		}
+	}()
+	return b, nil
+}
+
+// Serve carries each connection ln accepts to the proxy's socket at
+// socketPath until Close: the launcher serves so the listener it made in
+// the jail's network namespace, with no process of its own in the jail.
+func Serve(ln net.Listener, socketPath string) (*Bridge, error) {
 	addr, err := netip.ParseAddrPort(ln.Addr().String())
 	if err != nil {
 		ln.Close()
@@ -60,13 +78,6 @@ func Start(ctx context.Context, socketPath string) (*Bridge, error) {
 	b := &Bridge{Addr: addr, socket: socketPath, ln: ln, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
 	b.wg.Add(1)
 	go b.accept()
-	go func() {
-		select {
-		case <-ctx.Done():
-			b.Close()
-		case <-b.stop:
-		}
-	}()
 	return b, nil
 }
 

@@ -33,6 +33,10 @@ type Params struct {
 	// unix socket name (without the @) bound on the host.
 	Upstream string `json:"upstream"`
 	Abstract string `json:"abstract"`
+	// time mode: commands run in turn, N rounds; the report has each
+	// one's median in microseconds.
+	Runs [][]string `json:"runs"`
+	N    int        `json:"n"`
 }
 
 var report = map[string]string{}
@@ -70,6 +74,11 @@ func main() {
 	switch p.Mode {
 	case "exit":
 		os.Exit(p.Code)
+	case "time":
+		timeRuns(&p)
+		b, _ := json.Marshal(report)
+		os.Stdout.Write(b)
+		return
 	case "tty":
 		report["stdin"], _ = os.Readlink("/proc/self/fd/0")
 		var st unix.Stat_t

@@ -1,4 +1,4 @@
-package main
+package supervise
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 
 // statusOf is a jailStatus over a pipe that holds in; open keeps the write
 // end open (a stray jail process holding the stream).
-func statusOf(t *testing.T, in string, open bool) *jailStatus {
+func statusOf(t *testing.T, in string, open bool) *Status {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -19,7 +19,7 @@ func statusOf(t *testing.T, in string, open bool) *jailStatus {
 	if !open {
 		w.Close()
 	}
-	return newJailStatus(r)
+	return NewStatus(r)
 }
 
 func TestJailStatus(t *testing.T) {
@@ -38,13 +38,13 @@ func TestJailStatus(t *testing.T) {
 		{in: `{ "exit-code": 1 }`, pid: 0},
 	} {
 		st := statusOf(t, tc.in, tc.open)
-		if got := st.childPID(); got != tc.pid {
+		if got := st.ChildPID(); got != tc.pid {
 			t.Errorf("childPID(%q) = %d, want %d", tc.in, got, tc.pid)
 		}
 		if tc.pid == 0 {
 			continue
 		}
-		if got := st.ran(); got != tc.ran {
+		if got := st.Ran(); got != tc.ran {
 			t.Errorf("ran(%q, open %v) = %v, want %v", tc.in, tc.open, got, tc.ran)
 		}
 	}
@@ -61,10 +61,10 @@ func TestContainerRefusal(t *testing.T) {
 			return ""
 		}
 	}
-	if !inContainer(env("podman")) {
+	if !InContainer(env("podman")) {
 		t.Error("container=podman is a container")
 	}
-	msg := containerFix("bwrap: No permissions to create new namespace")
+	msg := ContainerFix("bwrap: No permissions to create new namespace")
 	for _, want := range []string{"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined", "runArgs", "never --privileged", "No permissions to create new namespace", "examples/Dockerfile"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the container refusal lacks %q:\n%s", want, msg)

@@ -1,4 +1,10 @@
-package main
+// Package spawn is the egress proxy's lifecycle on the host: the audit log
+// and the listening socket made before the jail (what a user can get wrong
+// fails the launch, not the session), the egress-proxy process started on
+// the first connection, its verdict, and its end. It also carries the
+// agent's proxy endpoint, a listener in the jail's own network namespace,
+// to that socket, so that no process of the launcher's stays in the jail.
+package spawn
 
 import (
 	"bufio"
@@ -16,8 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/supervise"
 )
 
 const (
@@ -35,7 +41,7 @@ const (
 // waits in the socket's backlog), so that a session that never uses the
 // network never pays for an HTTP stack's start-up, and the agent's own
 // start-up does not compete with it.
-type proxy struct {
+type Proxy struct {
 	// Socket is the listening socket's path, in a directory only this
 	// user can enter: the jail binds it at sandbox.EgressSocket.
 	Socket string
@@ -45,8 +51,9 @@ type proxy struct {
 
 	prog, session string
 	pol           policy.Policy
+	read          func(string) ([]byte, error)
 
-	failed  chan error    // why the proxy cannot serve (at most one value)
+	failed  chan error    // why the proxy cannot serve (at most one value): Failed
 	decided chan struct{} // closed once a started process served, or failed to
 	done    chan struct{} // closed when a started process is reaped
 
@@ -62,13 +69,15 @@ type proxy struct {
 	pid      int      // the process, once started
 	in       *os.File // its standard input: closing it stops the proxy
 	err      error    // the first failure
+
+	br bridged // the agent's endpoint, carried to Socket
 }
 
-// startProxy checks the proxy program, opens the audit log and creates the
-// listening socket. Everything the user can get wrong fails here, before
-// the jail is built.
-func startProxy(pol policy.Policy, session string) (*proxy, error) {
-	prog := sandbox.SystemRoot + sandbox.ProxyPath
+// Start checks the proxy program prog, opens the audit log and creates
+// the listening socket. Everything the user can get wrong fails here,
+// before the jail is built. read reads the launcher's own small files
+// without following a link (sandbox.ReadCapped).
+func Start(prog string, pol policy.Policy, session string, read func(string) ([]byte, error)) (*Proxy, error) {
 	fi, err := os.Stat(prog)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return nil, fmt.Errorf("the egress proxy %s is missing or not executable (fix: sudo cco-install)", prog)
@@ -83,12 +92,12 @@ func startProxy(pol policy.Policy, session string) (*proxy, error) {
 		log.Close()
 		return nil, fmt.Errorf("the egress proxy cannot start: its runtime directory: %w", err)
 	}
-	p := &proxy{Socket: filepath.Join(dir, strconv.Itoa(os.Getpid())+"-"+session+".sock"), prog: prog, session: session,
-		pol: pol, lock: lock, log: log, failed: make(chan error, 1), decided: make(chan struct{}), done: make(chan struct{})}
+	p := &Proxy{Socket: filepath.Join(dir, strconv.Itoa(os.Getpid())+"-"+session+".sock"), prog: prog, session: session,
+		pol: pol, read: read, lock: lock, log: log, failed: make(chan error, 1), decided: make(chan struct{}), done: make(chan struct{})}
 	if fresh {
 		p.Runtime = dir
 	}
-	fail := func(err error) (*proxy, error) {
+	fail := func(err error) (*Proxy, error) {
 		lock.Close()
 		log.Close()
 		p.removeSocket()
@@ -130,18 +139,18 @@ func programStamp(fi fs.FileInfo) string {
 	return fmt.Sprintf("%d %d %d %d.%d %d.%d\n", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 }
 
-func (p *proxy) heard(dir, stamp string) bool {
+func (p *Proxy) heard(dir, stamp string) bool {
 	if stamp == "" {
 		return false
 	}
-	b, err := sandbox.ReadCapped(filepath.Join(dir, heardName))
+	b, err := p.read(filepath.Join(dir, heardName))
 	return err == nil && slices.Contains(strings.SplitAfter(string(b), "\n"), stamp)
 }
 
 // noteHeard adds stamp to the note, dropping the oldest past heardKept.
-func (p *proxy) noteHeard(dir, stamp string) {
+func (p *Proxy) noteHeard(dir, stamp string) {
 	path := filepath.Join(dir, heardName)
-	b, _ := sandbox.ReadCapped(path)
+	b, _ := p.read(path)
 	var lines []string
 	for _, l := range strings.SplitAfter(string(b), "\n") {
 		if l != "" && l != stamp && strings.HasSuffix(l, "\n") {
@@ -167,7 +176,7 @@ func (p *proxy) noteHeard(dir, stamp string) {
 
 // startNow starts the process before the jail and waits for its first
 // word; watch then only follows it.
-func (p *proxy) startNow() error {
+func (p *Proxy) startNow() error {
 	p.starting = true
 	lines, err := p.start()
 	if err == nil {
@@ -176,7 +185,7 @@ func (p *proxy) startNow() error {
 			syscall.Kill(p.pid, syscall.SIGKILL)
 			for range lines {
 			}
-			wait(p.pid)
+			supervise.Reap(p.pid)
 		}
 	}
 	if err != nil {
@@ -234,7 +243,7 @@ func sweep(dir string) {
 	}
 }
 
-func (p *proxy) removeSocket() {
+func (p *Proxy) removeSocket() {
 	if p.Runtime != "" {
 		os.RemoveAll(p.Runtime)
 	} else {
@@ -242,10 +251,10 @@ func (p *proxy) removeSocket() {
 	}
 }
 
-// watch starts, in a goroutine, the process on the socket's first
+// Watch starts, in a goroutine, the process on the socket's first
 // connection, and reports a process that cannot serve, or that ends before
 // the session does. The launcher calls it once bwrap runs.
-func (p *proxy) watch() {
+func (p *Proxy) Watch() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.watching {
@@ -255,7 +264,7 @@ func (p *proxy) watch() {
 	go p.run()
 }
 
-func (p *proxy) run() {
+func (p *Proxy) run() {
 	if p.lines != nil {
 		p.follow(p.lines) // started and checked already (checkFirst)
 		return
@@ -315,7 +324,7 @@ func firstWord(lines <-chan string) error {
 
 // follow reads what a serving process says until it ends (any word is a
 // failure; its end is one unless the session is ending) and reaps it.
-func (p *proxy) follow(lines <-chan string) {
+func (p *Proxy) follow(lines <-chan string) {
 	defer close(p.done)
 	for l := range lines {
 		if strings.HasPrefix(l, policy.ErrorPrefix) {
@@ -329,13 +338,13 @@ func (p *proxy) follow(lines <-chan string) {
 		p.fail(errors.New("the egress proxy exited during the session"))
 		syscall.Kill(p.pid, syscall.SIGKILL)
 	}
-	wait(p.pid)
+	supervise.Reap(p.pid)
 }
 
 // start runs the process on the socket and the audit log and hands it the
 // policy; it returns the lines of the process's standard output. The caller
 // holds p.mu, or is the only goroutine.
-func (p *proxy) start() (<-chan string, error) {
+func (p *Proxy) start() (<-chan string, error) {
 	defer func() {
 		// The process has its own copies: once it is gone, connections
 		// are refused, never carried.
@@ -383,7 +392,10 @@ func (p *proxy) start() (<-chan string, error) {
 	return lines, nil
 }
 
-func (p *proxy) fail(err error) {
+// Failed says, once, why the proxy cannot serve: the session then ends.
+func (p *Proxy) Failed() <-chan error { return p.failed }
+
+func (p *Proxy) fail(err error) {
 	p.mu.Lock()
 	if p.err == nil {
 		p.err = err
@@ -395,10 +407,10 @@ func (p *proxy) fail(err error) {
 	}
 }
 
-// verdict is why the proxy could not serve, or nil. Once the first
+// Verdict is why the proxy could not serve, or nil. Once the first
 // connection came, it waits for the process's first word (at once, unless
 // the session was shorter than the proxy's start).
-func (p *proxy) verdict() error {
+func (p *Proxy) Verdict() error {
 	p.mu.Lock()
 	starting := p.starting
 	p.mu.Unlock()
@@ -410,10 +422,11 @@ func (p *proxy) verdict() error {
 	return p.err
 }
 
-// stop ends the proxy (the end of its input; a kill after proxyStopGrace)
+// Stop ends the proxy (the end of its input; a kill after proxyStopGrace)
 // and removes its socket. A proxy never started costs nothing to stop.
 // The launcher calls it once, at the end of the session, before it exits.
-func (p *proxy) stop() {
+func (p *Proxy) Stop() {
+	p.closeBridge()
 	p.mu.Lock()
 	p.stopping = true
 	pid, in, watching := p.pid, p.in, p.watching

@@ -1,0 +1,96 @@
+package sandbox
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/argv/*.golden from the argv the launches make")
+
+// TestArgvGolden: the argv a launch hands bwrap, per profile and mode, with
+// its descriptors numbered by the donation as a launch numbers them, is
+// the golden file's (testdata/argv/<profile>-<mode>.golden, one argument a
+// line, the fixture's directory as $BASE). A change to the jail reviews as
+// a diff of these files: go test ./sandbox -run ArgvGolden -update.
+func TestArgvGolden(t *testing.T) {
+	f := newFixture(t)
+	// The host's own sockets, RAM and accounts would make the files differ
+	// from machine to machine.
+	empty := filepath.Join(t.TempDir(), "unix")
+	must(t, os.WriteFile(empty, []byte("Num RefCount Protocol Flags Type St Inode Path\n"), 0o600))
+	old := procNetUnix
+	procNetUnix = empty
+	defer func() { procNetUnix = old }()
+	base := filepath.Dir(filepath.Dir(f.ws))
+	socket := filepath.Join(f.rt, "egress.sock")
+	for _, name := range []string{"claude", "codex"} {
+		for _, m := range []struct {
+			mode   string
+			egress string
+			direct bool
+		}{
+			{"egress-launcher-endpoint", policy.ModePublic, true},
+			{"egress-helper-endpoint", policy.ModeAllowlist, false},
+			{"offline-direct", policy.ModeOff, true},
+			{"offline-helper", policy.ModeOff, false},
+		} {
+			t.Run(name+"-"+m.mode, func(t *testing.T) {
+				p, _ := agent.Lookup(name)
+				l := &Launch{Profile: p, Config: &Config{TmpfsSize: Size{Bytes: 1 << 30}, MaxProcs: 100}, Home: f.home, User: "ada", UID: 1000,
+					Cwd: f.ws, Environ: []string{"TERM=xterm", "LANG=C.UTF-8"}, Session: "golden", Args: []string{"hi"},
+					Direct: m.direct, Egress: m.egress}
+				if m.egress != policy.ModeOff {
+					l.EgressSocket, l.HostEndpoint = socket, true
+				}
+				s, _, err := Plan(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := &donation{prog: []byte("seccomp"), endpoint: s.endpoint == endpointLauncher, helper: s.endpoint == endpointHelper}
+				argv := s.argv(d)
+				d.abandon()
+				if d.err != nil {
+					t.Fatal(d.err)
+				}
+				got := strings.ReplaceAll(strings.Join(argv, "\n")+"\n", base, "$BASE")
+				path := filepath.Join("testdata/argv", name+"-"+m.mode+".golden")
+				if *update {
+					must(t, os.WriteFile(path, []byte(got), 0o644))
+					return
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (fix: go test ./sandbox -run ArgvGolden -update)", err)
+				}
+				if got != string(want) {
+					t.Errorf("the argv differs from %s (if the change is meant, go test ./sandbox -run ArgvGolden -update, and review the diff):\n%s", path, lineDiff(string(want), got))
+				}
+			})
+		}
+	}
+}
+
+// lineDiff lists the lines that differ, position by position.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var a, c string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			c = g[i]
+		}
+		if a != c {
+			b.WriteString("line " + itoa(int64(i+1)) + ": want " + a + "\n        got  " + c + "\n")
+		}
+	}
+	return b.String()
+}

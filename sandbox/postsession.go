@@ -1,0 +1,90 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// The post-session audit of the state files: what a session added that a
+// host program would run.
+
+// watch snapshots the watched state files and the protected paths'
+// inodes (the placeholders exist by now).
+func (s *Session) watch(pr *Prep) {
+	if len(pr.Watched) > 0 {
+		s.watched = map[string]map[string]string{}
+		for _, w := range pr.Watched {
+			s.watched[w], _ = CommandEntries(w)
+		}
+	}
+	s.protected = stampProtected(pr.Protected)
+}
+
+// Added lists, one line each, the command-bearing entries the session added
+// or changed in the watched state files, and what git would run from a
+// config, hook or redirect created or changed in the workspace's
+// repositories (see repoWarnings).
+func (s *Session) Added() []string {
+	var out []string
+	for _, path := range slices.Sorted(maps.Keys(s.watched)) {
+		before := s.watched[path]
+		after, err := CommandEntries(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			out = append(out, fmt.Sprintf("%s: cannot be read after the session (%v); check its mcpServers yourself", shown(path), shown(err.Error())))
+			continue
+		}
+		for _, k := range slices.Sorted(maps.Keys(after)) {
+			if v := after[k]; before[k] != v {
+				scope, name, _ := strings.Cut(k, "\x00")
+				out = append(out, fmt.Sprintf("%s: mcpServers %q (%s) runs %s", shown(path), name, shown(scope), shown(v)))
+			}
+		}
+	}
+	if s.ws != "" {
+		out = append(out, repoWarnings(s.repos, FindRepos(s.ws))...)
+	}
+	return out
+}
+
+// CommandEntries reads the command-bearing entries of a claude state file:
+// every mcpServers entry with a command, at the top level and per project,
+// keyed by scope and name, valued by the entry's JSON. The file is read
+// through ReadCapped; one it cannot read is the error (a file that is not
+// JSON has no entries).
+func CommandEntries(path string) (map[string]string, error) {
+	out := map[string]string{}
+	b, err := ReadCapped(path)
+	if err != nil {
+		return out, err
+	}
+	var st struct {
+		MCP      map[string]json.RawMessage `json:"mcpServers"`
+		Projects map[string]struct {
+			MCP map[string]json.RawMessage `json:"mcpServers"`
+		} `json:"projects"`
+	}
+	if json.Unmarshal(b, &st) != nil {
+		return out, nil
+	}
+	add := func(scope string, m map[string]json.RawMessage) {
+		for name, raw := range m {
+			var e struct {
+				Command string   `json:"command"`
+				Args    []string `json:"args"`
+			}
+			if json.Unmarshal(raw, &e) == nil && e.Command != "" {
+				out[scope+"\x00"+name] = strings.TrimSpace(e.Command + " " + strings.Join(e.Args, " "))
+			}
+		}
+	}
+	add("global", st.MCP)
+	for p, v := range st.Projects {
+		add("project "+p, v.MCP)
+	}
+	return out, nil
+}

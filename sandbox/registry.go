@@ -1,0 +1,231 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// The registry: one record per running launch in a home, and the lock that
+// orders one launch's planning against another's end.
+
+// registryDir holds one record per running launch: what it created on the
+// host, so that the next launch can remove what a SIGKILL left behind.
+func registryDir(home string) string {
+	return filepath.Join(home, ".local/state/cco/mounts")
+}
+
+// record is one launch's host-side leftovers.
+type record struct {
+	PID          int           `json:"pid"`
+	Start        string        `json:"start"`
+	Runtime      string        `json:"runtime"`
+	Placeholders []placeholder `json:"placeholders,omitempty"`
+}
+
+func (s *Session) writeRecord() error {
+	b, _ := json.Marshal(&s.rec)
+	if err := os.WriteFile(s.recPath, b, 0o600); err != nil {
+		return fmt.Errorf("recording this launch in %s: %w", s.recPath, err)
+	}
+	return nil
+}
+
+// LockRegistry serialises, between the sessions of one home, the planning
+// and preparing of a launch against the end of another: a session that ends
+// must not remove a placeholder that one starting is about to bind. The
+// launcher holds it from Register through Prepare; Finish takes it itself.
+func LockRegistry(home string) (func(), error) {
+	dir := registryDir(home)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// Register records this launch as live before its jail is planned, so that
+// another session in the same home that ends meanwhile leaves the mount-point
+// placeholders this one is about to bind in place. Prepare completes the
+// record.
+//
+// A home without any record has no placeholder to protect (each is
+// recorded before it is made), so then nothing is written: the common
+// launch leaves no trace on the disk. The caller holds LockRegistry.
+func Register(home string) error {
+	dir := registryDir(home)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if len(recordNames(dir)) == 0 {
+		return nil
+	}
+	rec := record{PID: os.Getpid(), Start: procStart(os.Getpid())}
+	b, _ := json.Marshal(&rec)
+	p := filepath.Join(dir, strconv.Itoa(rec.PID)+".json")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		return fmt.Errorf("recording this launch in %s: %w", p, err)
+	}
+	return nil
+}
+
+// othersLive reports whether a session other than pid is running in home.
+func othersLive(home string, pid int) bool {
+	for _, r := range records(home) {
+		if r.rec.PID != pid && live(r.rec) {
+			return true
+		}
+	}
+	return false
+}
+
+func live(r record) bool {
+	return r.PID > 0 && r.Start != "" && procStart(r.PID) == r.Start
+}
+
+type recordFile struct {
+	path string
+	rec  record
+}
+
+// recordNames lists the registry's records (<pid>.json); anything else
+// there (the .lock that LockRegistry holds) is not one, and is never
+// touched.
+func recordNames(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".json") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// records reads the registry; unreadable entries are dropped from it.
+func records(home string) []recordFile {
+	dir := registryDir(home)
+	var out []recordFile
+	for _, name := range recordNames(dir) {
+		p := filepath.Join(dir, name)
+		b, err := ReadCapped(p)
+		if err != nil {
+			continue
+		}
+		var r record
+		if json.Unmarshal(b, &r) != nil {
+			os.Remove(p)
+			continue
+		}
+		out = append(out, recordFile{p, r})
+	}
+	return out
+}
+
+// listed reports whether a recorded placeholder is the file at dev/ino.
+func listed(home, path string, dev, ino uint64) bool {
+	for _, r := range records(home) {
+		for _, ph := range r.rec.Placeholders {
+			if ph.Dev == dev && ph.Ino == ino || ph.Path == path && ph.Ino == 0 && live(r.rec) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// adoptStale takes the placeholders of dead launches in home into the
+// caller's keeping (removing the dead records and their runtime dirs).
+func adoptStale(home string) []placeholder {
+	var out []placeholder
+	seen := map[[2]uint64]bool{}
+	for _, r := range records(home) {
+		if r.rec.PID == os.Getpid() || live(r.rec) {
+			continue
+		}
+		for _, ph := range r.rec.Placeholders {
+			if k := [2]uint64{ph.Dev, ph.Ino}; ph.Ino != 0 && !seen[k] {
+				seen[k] = true
+				out = append(out, ph)
+			}
+		}
+		if ownRuntime(r.rec.Runtime) {
+			os.RemoveAll(r.rec.Runtime)
+		}
+		os.Remove(r.path)
+	}
+	return out
+}
+
+// CleanStale undoes the records of launches whose process is gone (a
+// SIGKILL leaves its placeholders and runtime directory behind). While a
+// session is live in this home, dead sessions' placeholders stay (it may
+// have bound them) and only their runtime directories go.
+func CleanStale(home string) {
+	recs := records(home)
+	anyLive := false
+	for _, r := range recs {
+		if r.rec.PID != os.Getpid() && live(r.rec) {
+			anyLive = true
+		}
+	}
+	for _, r := range recs {
+		if r.rec.PID == os.Getpid() || live(r.rec) {
+			continue
+		}
+		if anyLive {
+			if ownRuntime(r.rec.Runtime) {
+				os.RemoveAll(r.rec.Runtime)
+			}
+			continue
+		}
+		undo(&r.rec)
+		os.Remove(r.path)
+	}
+}
+
+// ownRuntime reports whether a recorded runtime directory is one a launch
+// made (the egress proxy's cco-egress-*, or an older launch's cco-jail-*),
+// so that a damaged record never makes a launch remove anything else.
+func ownRuntime(dir string) bool {
+	base := filepath.Base(dir)
+	return dir != "" && filepath.IsAbs(dir) && (strings.HasPrefix(base, "cco-egress-") || strings.HasPrefix(base, "cco-jail-"))
+}
+
+// procStart is a process's start time (field 22 of /proc/PID/stat), which
+// tells a live launch from a recycled pid.
+func procStart(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}

@@ -1,0 +1,409 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/sandbox/appserver"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/loginfwd"
+	"github.com/cco-dev/cco/sandbox/pty"
+	"github.com/cco-dev/cco/sandbox/supervise"
+	"golang.org/x/sys/unix"
+)
+
+// Exit codes of a launch that cannot go on, as a shell reports them.
+const (
+	ExitCannotRun = supervise.ExitCannotRun // the jail cannot be built
+	ExitNotFound  = supervise.ExitNotFound  // the vendor binary is missing
+)
+
+// LaunchError is a launch that stops before its agent runs: Code is the
+// launcher's exit status, and Msg says why, with the fix.
+type LaunchError struct {
+	Code int
+	Msg  string
+}
+
+func (e *LaunchError) Error() string { return e.Msg }
+
+// cannotBuild is the refusal of a jail that cannot be built.
+func cannotBuild(err error) *LaunchError {
+	return &LaunchError{Code: ExitCannotRun, Msg: "cannot build the jail: " + err.Error()}
+}
+
+// RootView starts root's jail in a remapped view of the host (package
+// sandbox/rootview registers it, since it builds on this package): prepare
+// readies the Spec and names the trees to map, start forks bwrap in the
+// view.
+type RootView struct {
+	Applies func(euid int) bool
+	Prepare func(s *Spec) (trees []string, err error)
+	Start   func(bwrap string, argv []string, attr *syscall.ProcAttr, trees []string) (int, error)
+}
+
+var rootView *RootView
+
+// UseRootView registers root's view; a root launch without one refuses.
+func UseRootView(v *RootView) { rootView = v }
+
+// Start launches l's agent in its jail and returns the running session;
+// Session.Wait ends it. It takes and releases the registry lock itself,
+// and fills what l leaves zero from this process: the configuration, the
+// invoking user, the directory, the environment, the session's name and
+// the standard files.
+//
+// Every launch waits for it, so its order is chosen for speed: the egress
+// proxy's audit log and socket are made as soon as the policy is known (the
+// proxy process itself starts with the first connection), the jail's own
+// files are handed to bwrap as data (nothing is written for them on the
+// host), and nothing on the way to bwrap's start waits for another
+// goroutine: on a small machine each such handoff can cost a millisecond.
+func Start(l *Launch) (*Session, error) {
+	p := l.Profile
+	if l.Stdin == nil {
+		l.Stdin, l.Stdout, l.Stderr = os.Stdin, os.Stdout, os.Stderr
+	}
+	if l.Config == nil {
+		cfg, err := LoadConfig(SystemRoot + ConfigPath)
+		if err != nil {
+			return nil, cannotBuild(err)
+		}
+		l.Config = cfg
+	}
+	vendor := SystemRoot + p.Binary
+	if fi, err := os.Stat(vendor); err != nil || fi.IsDir() {
+		return nil, &LaunchError{Code: ExitNotFound, Msg: fmt.Sprintf("the %s binary %s is missing (fix: sudo cco-install --upgrade %s)", p.Name, vendor, p.Upgrade)}
+	}
+	bwrap := SystemRoot + BwrapPath
+	if _, err := os.Stat(bwrap); err != nil {
+		return nil, cannotBuild(fmt.Errorf("bubblewrap is not installed at %s (fix: sudo apt-get install bubblewrap, or sudo dnf install bubblewrap)", bwrap))
+	}
+	euid := os.Geteuid()
+	if euid == 0 && rootView == nil {
+		return nil, cannotBuild(errors.New("this launcher was built without root's view (sandbox/rootview), so root's jail could read root-only files (fix: reinstall with sudo cco-install)"))
+	}
+	if l.Home == "" || l.User == "" {
+		home, name, err := invoker()
+		if err != nil {
+			return nil, cannotBuild(err)
+		}
+		l.Home, l.User, l.UID = home, name, os.Getuid()
+	}
+	pol, err := EgressPolicy(l.Config, p.Name, l.Home)
+	if err != nil {
+		return nil, cannotBuild(err)
+	}
+	if l.Session == "" {
+		l.Session = sessionID()
+	}
+	if l.Environ == nil {
+		l.Environ = os.Environ()
+	}
+	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Stderr, euid: euid}
+	if pol.Mode == policy.ModeOff {
+		fmt.Fprint(l.Stderr, policy.OffBanner())
+	} else if r.px, err = spawn.Start(SystemRoot+ProxyPath, pol, l.Session, ReadCapped); err != nil {
+		return nil, &LaunchError{Code: ExitCannotRun, Msg: fmt.Sprintf("not starting %s: %v", p.Name, err)}
+	}
+	s, err := r.plan(l, pol.Mode)
+	if err != nil {
+		r.stopProxy()
+		return nil, err
+	}
+	if err := s.start(); err != nil {
+		r.stopProxy()
+		s.Finish()
+		return nil, err
+	}
+	return s, nil
+}
+
+// launched is a Session's running side: what Start started and Wait ends.
+type launched struct {
+	name, bwrap string
+	stderr      io.Writer
+	euid        int
+	px          *spawn.Proxy // nil with egress off
+	helper      bool         // the agent starts through the in-jail helper
+	spec        *Spec
+	stdio       [3]uintptr
+	don         *donation
+	proc        *supervise.Process
+}
+
+// plan registers, plans and prepares under the home's registry lock: a
+// session ending meanwhile keeps the placeholders this one will bind.
+func (s *launched) plan(l *Launch, mode string) (*Session, error) {
+	if l.Cwd == "" {
+		cwd, err := os.Getwd()
+		if err != nil {
+			return nil, cannotBuild(fmt.Errorf("the current directory: %w", err))
+		}
+		l.Cwd = cwd
+	}
+	unlock, err := LockRegistry(l.Home)
+	if err != nil {
+		return nil, cannotBuild(err)
+	}
+	defer unlock()
+	if err := Register(l.Home); err != nil {
+		return nil, cannotBuild(err)
+	}
+	runtimeDir := ""
+	if s.px != nil {
+		l.EgressSocket, runtimeDir = s.px.Socket, s.px.Runtime
+		l.HostEndpoint = true
+	}
+	s.helper = needsHelper(l)
+	// The launcher enters the jail's network namespace itself where it
+	// may (root); another user's helper makes the endpoint instead.
+	l.Direct = !s.helper && (mode == policy.ModeOff || s.euid == 0)
+	l.Egress = mode
+	spec, prep, err := Plan(l)
+	if err != nil {
+		return nil, cannotBuild(err)
+	}
+	sess, err := Prepare(l.Home, runtimeDir, prep)
+	if err != nil {
+		return nil, cannotBuild(err)
+	}
+	s.spec, s.stdio = spec, [3]uintptr{l.Stdin.Fd(), l.Stdout.Fd(), l.Stderr.Fd()}
+	sess.launched = s
+	sess.WatchRepos(spec.Workspace, prep.Repos)
+	return sess, nil
+}
+
+// needsHelper tells whether the agent must start through the in-jail
+// helper: on a terminal (the fresh pty, and ^C reaching the agent rather
+// than killing bwrap), for `codex agents` (the app-server), and for the
+// proxy endpoint of a user who may not enter the jail's network namespace.
+// Otherwise bwrap runs the vendor binary itself, one process start fewer.
+func needsHelper(l *Launch) bool {
+	for _, f := range []*os.File{l.Stdin, l.Stdout, l.Stderr} {
+		if pty.IsTerminal(f) {
+			return true
+		}
+	}
+	if l.HostEndpoint && os.Geteuid() != 0 {
+		return true
+	}
+	return l.Profile.AppServer && appserver.Applies(l.Profile.Args(l.Args, agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}))
+}
+
+// start donates the jail's files and starts bwrap.
+func (s *launched) start() error {
+	prog, err := SeccompBytes()
+	if err != nil {
+		return cannotBuild(err)
+	}
+	// The masks of host sockets that went away since the plan drop.
+	s.spec.DropVanishedSockets()
+	var trees []string
+	view := s.euid == 0 && rootView.Applies(0)
+	if view {
+		// Root's jail reads no root-only file (docs/adr/0018-root-view.md):
+		// the view readies the Spec before its argv is written.
+		if trees, err = rootView.Prepare(s.spec); err != nil {
+			return cannotBuild(err)
+		}
+	}
+	d := &donation{prog: prog, endpoint: s.spec.endpoint == endpointLauncher, helper: s.spec.endpoint == endpointHelper}
+	argv := append([]string{s.bwrap}, s.spec.argv(d)...)
+	if d.err != nil {
+		d.abandon()
+		return cannotBuild(d.err)
+	}
+	// Ignored signals stay ignored across exec: a ^C from the terminal
+	// must reach the agent, not kill bwrap (whose death would SIGKILL the
+	// agent). The helper restores them for the agent.
+	if s.helper {
+		signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	}
+	// syscall.ForkExec, not os/exec: os/exec makes a throw-away child once
+	// per process to learn whether pidfds work, a process start that every
+	// launch would pay for; the launcher needs only the pid.
+	attr := &syscall.ProcAttr{Env: os.Environ(), Files: d.fds(s.stdio)}
+	var pid int
+	err = WithProcLimit(s.spec.MaxProcs, func() (err error) {
+		if view {
+			pid, err = rootView.Start(s.bwrap, argv, attr, trees)
+			return err
+		}
+		pid, err = syscall.ForkExec(s.bwrap, argv, attr)
+		return err
+	})
+	d.release()
+	if err != nil {
+		d.abandon()
+		return cannotBuild(fmt.Errorf("starting %s: %w", s.bwrap, err))
+	}
+	s.don = d
+	// bwrap's pidfd: the signals sent to it can never reach a process
+	// that reused its pid after it was reaped.
+	s.proc = supervise.Open(pid)
+	return nil
+}
+
+// Wait supervises the session until the agent ends, then runs the
+// post-session audit (its warnings go to the launch's standard error),
+// undoes the launch's host-side work and returns the exit status.
+func (s *Session) Wait() int {
+	code := s.wait()
+	if code == retryJail {
+		if err := s.start(); err != nil {
+			code = s.refuse(err)
+		} else if code = s.wait(); code == retryJail {
+			code = s.refuse(cannotBuild(errors.New("host sockets the jail masks keep going away while it is built (fix: launch again)")))
+		}
+	}
+	s.stopProxy()
+	for _, t := range s.Tampered() {
+		fmt.Fprintf(s.stderr, "cco: WARNING: %s was replaced, moved or removed during the session: it is not the file the jail protected (check it before running git or %s there)\n", t, s.name)
+	}
+	for _, a := range s.Added() {
+		fmt.Fprintf(s.stderr, "\ncco: WARNING: this session added a command that runs outside the jail:\n  %s\n  Remove it unless you added it yourself.\n", a)
+	}
+	s.Finish()
+	return code
+}
+
+func (s *launched) refuse(err error) int {
+	fmt.Fprintf(s.stderr, "cco: %v\n", err)
+	var le *LaunchError
+	if errors.As(err, &le) {
+		return le.Code
+	}
+	return ExitCannotRun
+}
+
+// retryJail is wait's answer when the jail failed to build because a host
+// socket it masks went away meanwhile (bwrap could not make its mount
+// point): the launch builds it once more, without that mask.
+const retryJail = -1
+
+// wait supervises one bwrap. A proxy that cannot serve ends the session:
+// bwrap is killed and the launch says why, 126.
+func (s *launched) wait() int {
+	d := s.don
+	defer s.proc.Close()
+	defer d.statusR.Close()
+	j := &supervise.Jail{Proc: s.proc, Status: supervise.NewStatus(d.statusR)}
+	if s.px != nil {
+		s.px.Watch()
+		j.Failed = s.px.Failed()
+		if d.handbackR != nil {
+			s.px.BridgeFrom(d.handbackR)
+		}
+		if d.blockW != nil {
+			j.Up = func(pid int) error {
+				defer d.blockW.Close()
+				ln, err := spawn.ListenIn(pid)
+				if err == nil {
+					err = s.px.Bridge(ln)
+				}
+				return err
+			}
+		}
+	} else if d.blockW != nil {
+		d.blockW.Close()
+	}
+	// The agent's login callback comes from the host's loopback while the
+	// jail listens on a login port (docs/adr/0054-login-callback-forwarding.md).
+	stopLogin := func() {}
+	if p, ok := agent.Lookup(s.name); ok && len(p.LoginPorts) > 0 {
+		up := j.Up
+		j.Up = func(pid int) error {
+			if up != nil {
+				if err := up(pid); err != nil {
+					return err
+				}
+			}
+			stopLogin = loginfwd.Start(context.Background(), pid, p.LoginPorts, loginfwd.Options{
+				Helper: SystemRoot + HelperPath, Warn: s.stderr, Agent: s.name})
+			return nil
+		}
+	}
+	r := j.Wait()
+	stopLogin()
+	if d.blockW != nil {
+		d.blockW.Close()
+	}
+	var perr error
+	if s.px != nil {
+		perr = s.px.Verdict()
+	}
+	switch {
+	case r.UpErr != nil:
+		fmt.Fprintf(s.stderr, "cco: not starting %s: %v\n", s.name, r.UpErr)
+		return ExitCannotRun
+	case perr != nil:
+		fmt.Fprintf(s.stderr, "cco: %s was stopped: %v\n", s.name, perr)
+		return ExitCannotRun
+	case r.Err != nil:
+		fmt.Fprintf(s.stderr, "cco: waiting for bwrap: %v\n", r.Err)
+		return ExitCannotRun
+	case r.EndedBy != 0 && r.Status.Signaled() && r.Status.Signal() == syscall.SIGKILL:
+		// Killed after the grace: the status is the signal's that ended
+		// the session, as if the agent had obeyed it.
+		fmt.Fprintf(s.stderr, "cco: %s did not end within %v of %s: the jail was killed\n", s.name, supervise.Grace, unix.SignalName(r.EndedBy))
+		return 128 + int(r.EndedBy)
+	}
+	if !r.Ran && !r.Status.Signaled() && r.Status.ExitStatus() != 0 && s.spec.DropVanishedSockets() {
+		return retryJail
+	}
+	code, why := supervise.ExitStatus(r.Status, r.Ran, s.bwrap)
+	if why != "" {
+		fmt.Fprintf(s.stderr, "cco: cannot build the jail: %s\n", why)
+	}
+	return code
+}
+
+func (s *launched) stopProxy() {
+	if s.px != nil {
+		s.px.Stop()
+	}
+}
+
+// invoker is the home and name of the user the agent runs for.
+func invoker() (home, name string, err error) {
+	home, name = os.Getenv("HOME"), os.Getenv("USER")
+	if filepath.IsAbs(home) && name != "" {
+		return home, name, nil
+	}
+	u, err := user.LookupId(strconv.Itoa(os.Getuid()))
+	if err != nil {
+		return "", "", fmt.Errorf("looking up uid %d: %w (fix: set HOME and USER)", os.Getuid(), err)
+	}
+	if !filepath.IsAbs(home) {
+		home = u.HomeDir
+	}
+	if name == "" {
+		name = u.Username
+	}
+	return home, name, nil
+}
+
+// sessionID names the session in the marker and the audit log: the
+// kernel's random bytes (crypto/rand's packages are not worth their start-up
+// time here); should that fail, the pid and the time still tell sessions
+// apart.
+func sessionID() string {
+	var b [8]byte
+	if n, err := unix.Getrandom(b[:], 0); err != nil || n != len(b) {
+		return strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 16)
+	}
+	return hex.EncodeToString(b[:])
+}
