@@ -15,8 +15,7 @@ import (
 
 // pending are the directories whose agent lists move onto the table with
 // the vendor step's sources; each entry goes when that lands.
-var pending = map[string]string{
-}
+var pending = map[string]string{}
 
 // perAgentFile reports whether base (a file name without .go) is an
 // agent's own source or policy file: <agent>.go or <agent>_<what>.go.

@@ -2,11 +2,12 @@ package guard
 
 import (
 	"encoding/json"
-	"github.com/cco-dev/cco/agent"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cco-dev/cco/agent"
 
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox"

@@ -2,10 +2,11 @@ package guard
 
 import (
 	"bytes"
-	"github.com/cco-dev/cco/agent"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/cco-dev/cco/agent"
 )
 
 // The test binary doubles as the helper (`guard.test guard <hook> <agent>`)

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
@@ -21,7 +23,6 @@ import (
 	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/pty"
 	"github.com/cco-dev/cco/sandbox/supervise"
-	"golang.org/x/sys/unix"
 )
 
 // Exit codes of a launch that cannot go on, as a shell reports them.

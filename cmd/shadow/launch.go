@@ -8,6 +8,7 @@ import (
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox"
+
 	// Root's jail runs in a remapped view of the host; the launch refuses
 	// as root without it.
 	_ "github.com/cco-dev/cco/sandbox/rootview"

@@ -13,9 +13,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rogpeppe/go-internal/testscript"
+
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox"
-	"github.com/rogpeppe/go-internal/testscript"
 )
 
 // rootEnv names the system root for the in-process commands of the

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cco-dev/cco/internal/testenv"
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // openPty returns a pty pair of the host's devpts.

@@ -5,8 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // TestScript runs the scenarios in testdata/scripts: the shadow as claude

@@ -8,8 +8,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cco-dev/cco/internal/testenv"
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // TestJailNoSetuidFiles is item 4 of the jail's rule: no call in the jail

@@ -7,10 +7,10 @@ package deptest
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // Platforms are the GOOS/GOARCH pairs the release builds.
@@ -21,10 +21,7 @@ var Platforms = [][2]string{{"linux", "amd64"}, {"linux", "arm64"}}
 // why it must not.
 func Check(t testing.TB, pkg string, bad map[string]string) {
 	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
+	goTool := testenv.GoTool()
 	for _, p := range Platforms {
 		c := exec.Command(goTool, "list", "-deps", pkg)
 		c.Env = append(os.Environ(), "GOOS="+p[0], "GOARCH="+p[1], "CGO_ENABLED=0")

@@ -14,18 +14,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// expectedElsewhere are pages that changes being made beside this one add.
-// A link to one of them is not checked until it exists. Delete the list once
-// they are all in.
-var expectedElsewhere = []string{
-	"docs/explanation/launch-path.md",
-	"docs/how-to/npm-registry.md",
-	"docs/explanation/vendor-sources.md",
-	"docs/explanation/adding-an-agent.md",
-	"docs/reference/gemini.md",
-	"docs/how-to/first-login.md",
-}
-
 // pages is every markdown page of the documentation, as paths from the
 // checkout's top.
 func pages(t *testing.T, repo string) []string {
@@ -79,12 +67,6 @@ func TestLinks(t *testing.T) {
 			target := page
 			if u.Path != "" {
 				target = filepath.ToSlash(filepath.Join(filepath.Dir(page), u.Path))
-			}
-			if slices.Contains(expectedElsewhere, target) {
-				if _, err := os.Stat(filepath.Join(repo, target)); err != nil {
-					t.Logf("%s:%d: %s is expected from another change", page, l.Line, target)
-					continue
-				}
 			}
 			st, err := os.Stat(filepath.Join(repo, target))
 			if err != nil {

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"os"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 
 	"golang.org/x/sys/unix"
 )

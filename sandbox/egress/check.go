@@ -3,12 +3,13 @@ package egress
 import (
 	"context"
 	"fmt"
-	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"net"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 )
 
 // verdict is the proxy's decision on one destination: the addresses it may

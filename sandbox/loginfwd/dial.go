@@ -79,13 +79,6 @@ func (Setns) Dial(ctx context.Context, pid int, addr netip.AddrPort) (net.Conn, 
 	return r.c, r.err
 }
 
-func family(a netip.AddrPort) int {
-	if a.Addr().Is4() {
-		return unix.AF_INET
-	}
-	return unix.AF_INET6
-}
-
 // NsenterPath is util-linux's nsenter.
 var NsenterPath = "/usr/bin/nsenter"
 

@@ -137,11 +137,10 @@ func TestWantOnlyLoginPortsOnLoopback(t *testing.T) {
 
 // jail is the fake agent in a network namespace of its own.
 type jail struct {
-	pid   int
-	in    io.WriteCloser
-	out   *bufio.Reader
-	cmd   *exec.Cmd
-	ports map[string]int
+	pid int
+	in  io.WriteCloser
+	out *bufio.Reader
+	cmd *exec.Cmd
 }
 
 // freePort is a port nothing on the host listens on now.

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cco-dev/cco/internal/testenv"
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // TestInsideBwrap runs the helper where it runs in production: in a

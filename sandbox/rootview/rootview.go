@@ -24,8 +24,9 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/cco-dev/cco/sandbox"
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/sandbox"
 )
 
 // ID is the host uid and gid root's jail runs as. It lies in the range

@@ -11,9 +11,10 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox"
-	"golang.org/x/sys/unix"
 )
 
 func TestTakes(t *testing.T) {

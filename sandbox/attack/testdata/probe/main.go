@@ -19,8 +19,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/cco-dev/cco/internal/jailtest/agentio"
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/internal/jailtest/agentio"
 )
 
 // Step is one shell script, run by /bin/sh in the working directory.

@@ -1,7 +1,0 @@
-package main
-
-import "golang.org/x/sys/unix"
-
-func tcgetpgrp(fd int) (int, error) {
-	return unix.IoctlGetInt(fd, unix.TIOCGPGRP)
-}
