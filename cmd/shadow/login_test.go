@@ -58,10 +58,9 @@ func TestCodexLoginCallbackThroughTheJail(t *testing.T) {
 	testenv.RequireRoot(t)
 	root := codexRoot(t)
 	withConfig(t, root, "egress = \"off\"\n")
-	// Root's launch reaches the jail with setns. An unprivileged user's
-	// goes through nsenter, which sandbox/loginfwd's own tests cover; its
-	// run through the shadow is still to be made to pass.
-	for _, u := range []runAs{asRoot} {
+	// Root's launch reaches the jail with setns, an unprivileged user's
+	// through nsenter into the user namespace that owns the jail's network.
+	for _, u := range []runAs{asRoot, asNobody} {
 		t.Run(u.name, func(t *testing.T) {
 			w := newWorld(t, u)
 			c := w.cmd(root, "codex", w.ws, "login")

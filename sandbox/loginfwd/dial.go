@@ -101,9 +101,28 @@ func (n *Nsenter) Dial(ctx context.Context, pid int, addr netip.AddrPort) (net.C
 	}
 	mine, theirs := os.NewFile(uintptr(pair[0]), "dialer"), os.NewFile(uintptr(pair[1]), "dialer-child")
 	defer mine.Close()
-	args := append([]string{"--target", strconv.Itoa(pid), "--user", "--net", "--preserve-credentials", "--", n.Program}, n.Args...)
+	// The user namespace to join is the one that owns the jail's network
+	// namespace, not the jailed process's own: bwrap's --disable-userns
+	// puts the agent in a nested one, from which setns into the network
+	// namespace is refused.
+	netns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	if err != nil {
+		theirs.Close()
+		return nil, fmt.Errorf("the jail's network namespace: %w", err)
+	}
+	defer netns.Close()
+	ufd, err := unix.IoctlRetInt(int(netns.Fd()), unix.NS_GET_USERNS)
+	if err != nil {
+		theirs.Close()
+		return nil, fmt.Errorf("the owner of the jail's network namespace: %w", err)
+	}
+	userns := os.NewFile(uintptr(ufd), "userns")
+	defer userns.Close()
+	// nsenter joins the user namespace first, then the network one; fds 4
+	// and 5 are ExtraFiles[1] and [2].
+	args := append([]string{"--user=/proc/self/fd/4", "--net=/proc/self/fd/5", "--preserve-credentials", "--", n.Program}, n.Args...)
 	cmd := exec.CommandContext(ctx, NsenterPath, append(args, addr.String())...)
-	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.ExtraFiles = []*os.File{theirs, userns, netns}
 	cmd.Env = []string{}
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr
