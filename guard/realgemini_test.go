@@ -10,15 +10,10 @@ import (
 	"time"
 
 	"github.com/cco-dev/cco/guard"
+	"github.com/cco-dev/cco/internal/realagents"
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/managed"
 )
-
-// realGeminiEnv names an unpacked @google/gemini-cli package (the directory
-// holding bundle/gemini.js). The test runs only when it is set: it needs the
-// package and a Node that meets its engines, which scripts/test.sh provides
-// from a cached pack.
-const realGeminiEnv = "CCO_GEMINI_PACKAGE"
 
 // The real Gemini CLI, unwrapped, with cco's system settings: it runs the
 // guard's SessionStart verifier (its warning is shown) and BeforeAgent gate,
@@ -26,16 +21,14 @@ const realGeminiEnv = "CCO_GEMINI_PACKAGE"
 // guard's reason. It runs in a network namespace of its own: not one packet
 // leaves, and the block comes before any model call anyway.
 func TestRealGeminiBlockedUnwrapped(t *testing.T) {
-	pkg := os.Getenv(realGeminiEnv)
-	if pkg == "" {
-		t.Skip("set " + realGeminiEnv + " to an unpacked @google/gemini-cli package (scripts/test.sh does)")
-	}
+	realagents.Require(t)
+	pkg := filepath.Join(realagents.Dir(t, realagents.Gemini), "package")
 	// Gemini CLI reads a system settings file only when it and every
 	// directory above it are root's and not writable by others.
 	testenv.RequireRoot(t)
 	script := filepath.Join(pkg, "bundle/gemini.js")
 	if _, err := os.Stat(script); err != nil {
-		t.Fatalf("%s: %v (fix: point %s at the package directory)", script, err, realGeminiEnv)
+		t.Fatalf("%s: %v (fix: remove %s, and the next run unpacks it again)", script, err, realagents.CacheDir)
 	}
 	dir := testenv.WorkDir(t)
 	self, err := os.Executable()

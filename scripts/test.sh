@@ -36,52 +36,15 @@ go vet ./...
 # staticcheck and goimports, at the versions tools/go.mod pins.
 ./scripts/lint.sh
 
-# The real agents' npm packs (pinned in cmd/cco-install/testdata/real-packs.txt)
-# for the offline end-to-end install, fetched once with npm pack from the npm
-# registry into the cache, keyed name@version: later runs fetch nothing.
-packs=/var/cache/cco-npm-packs
-while read -r spec; do
-  case "$spec" in ''|'#'*) continue ;; esac
-  f="$packs/$spec.tgz"
-  [ -s "$f" ] && continue
-  mkdir -p "$(dirname "$f")"
-  tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent "$spec" </dev/null >/dev/null)
-  mv "$tmp"/*.tgz "$f.partial" && mv "$f.partial" "$f"
-  rm -rf "$tmp"
-done < cmd/cco-install/testdata/real-packs.txt
-export CCO_TEST_REAL_AGENTS=1 CCO_TEST_NPM_PACKS="$packs"
-
 # Tests that need bwrap or root fail instead of skipping when this is set:
 # a skipped sandbox test must never pass for a tested one.
 export CCO_REQUIRE_BWRAP=1
-# The tests that run the vendors' real agents (internal/realagents), offline;
-# their npm packs are cached in /var/cache/cco-npm-packs.
+# The tests that run the vendors' real agents offline (codex's login through
+# the jail, the real Gemini CLI blocked unwrapped and gated in the jail, the
+# three installed from an npm registry). internal/realagents pins the packs
+# and fetches each once with npm pack into /var/cache/cco-npm-packs.
 export CCO_REAL_AGENTS=1
 go test -count=1 -timeout 30m ./...
-
-# The real Gemini CLI, offline, from a pack cached between runs: unwrapped,
-# the guard blocks it (guard), and through the shadow it reaches the model
-# call, which the jail's network stops (cmd/shadow). Unpacked under /var/lib:
-# the jail's /tmp is its own. Gemini CLI needs Node 20 or later, which
-# Debian 12's nodejs (18) is not: without it the step says so and is left out.
-gemini_pack_version=0.61.0
-gemini_cache=/var/cache/cco-packs
-if command -v node >/dev/null && command -v npm >/dev/null &&
-  [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ]; then
-  pack="$gemini_cache/google-gemini-cli-$gemini_pack_version.tgz"
-  if [ ! -f "$pack" ]; then
-    mkdir -p "$gemini_cache"
-    (cd "$gemini_cache" && npm pack --silent "@google/gemini-cli@$gemini_pack_version" >/dev/null)
-  fi
-  gemini_pkg=$(mktemp -d /var/lib/cco-gemini-XXXXXX)
-  chmod 755 "$gemini_pkg"
-  tar -xzf "$pack" -C "$gemini_pkg"
-  CCO_GEMINI_PACKAGE="$gemini_pkg/package" go test -count=1 -run '^TestRealGemini' ./guard/ ./cmd/shadow/
-  rm -rf "$gemini_pkg"
-else
-  echo "NOTE: the real Gemini CLI tests did not run: they need node 20 or later and npm (NodeSource's nodejs)" >&2
-fi
 
 # The fuzz targets, each for a short budget (a short -fuzzminimizetime
 # keeps a find from eating the budget). The extractor's are seeded with

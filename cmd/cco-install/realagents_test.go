@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"os"
@@ -12,46 +11,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/internal/realagents"
 	"github.com/cco-dev/cco/vendorfetch"
 	"github.com/cco-dev/cco/vendorfetch/npmtest"
 )
 
-// PacksDir is where the real agents' npm packs are cached, by name@version.
-const packsDir = "/var/cache/cco-npm-packs"
-
-// realPacks reads the pinned packs of testdata/real-packs.txt: name ->
-// version (the version of the line's last @).
-func realPacks(t *testing.T) map[string]string {
-	f, err := os.Open("testdata/real-packs.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		i := strings.LastIndex(l, "@")
-		out[l[:i]] = l[i+1:]
-	}
-	return out
-}
-
-func packFile(t *testing.T, name, version string) string {
-	t.Helper()
-	dir := os.Getenv("CCO_TEST_NPM_PACKS")
-	if dir == "" {
-		dir = packsDir
-	}
-	p := filepath.Join(dir, name+"@"+version+".tgz")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the pack %s@%s is not cached at %s (%v): scripts/test.sh fetches it with npm pack", name, version, p, err)
-	}
-	return p
-}
+// packFile is a pinned pack's file in the shared cache (internal/realagents
+// holds the pins and fetches a missing pack).
+func packFile(t *testing.T, p realagents.Pack) string { return realagents.Fetch(t, p) }
 
 func emptyTarball(t *testing.T) []byte {
 	var b bytes.Buffer
@@ -70,9 +37,7 @@ func emptyTarball(t *testing.T) []byte {
 // (the packs from the cache, the packuments and their signatures made
 // here), then runs each installed agent's --version with no network.
 func TestRealAgentsFromNpm(t *testing.T) {
-	if os.Getenv("CCO_TEST_REAL_AGENTS") != "1" {
-		t.Skip("the real agents' packs are large: set CCO_TEST_REAL_AGENTS=1 (scripts/test.sh does, after caching them)")
-	}
+	realagents.Require(t)
 	if runtime.GOARCH != "amd64" {
 		t.Fatalf("the pinned packs are the linux-x64 builds; this machine is %s", runtime.GOARCH)
 	}
@@ -80,17 +45,16 @@ func TestRealAgentsFromNpm(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Gemini CLI needs Node.js 20 or later on PATH (package nodejs): %v", err)
 	}
-	packs := realPacks(t)
 	reg := npmtest.New(t)
-	gv := packs[vendorfetch.NpmGemini]
-	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmGemini, Version: gv, TarballFile: packFile(t, vendorfetch.NpmGemini, gv), Engines: map[string]string{"node": ">=20"}, Tags: []string{"latest"}})
-	claudePkg := vendorfetch.NpmClaude + "-linux-x64"
-	cv := packs[claudePkg]
-	reg.Publish(npmtest.Pub{Name: claudePkg, Version: cv, TarballFile: packFile(t, claudePkg, cv)})
+	gv := realagents.Gemini.Version
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmGemini, Version: gv, TarballFile: packFile(t, realagents.Gemini), Engines: map[string]string{"node": ">=20"}, Tags: []string{"latest"}})
+	claudePkg := realagents.Claude.Name
+	cv := realagents.Claude.Version
+	reg.Publish(npmtest.Pub{Name: claudePkg, Version: cv, TarballFile: packFile(t, realagents.Claude)})
 	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmClaude, Version: cv, Tarball: emptyTarball(t), Optional: map[string]string{claudePkg: cv}, Tags: []string{"latest"}})
-	xv := packs[vendorfetch.NpmCodex]
+	xv := realagents.Codex.Version
 	codexV := strings.TrimSuffix(xv, "-linux-x64")
-	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: xv, TarballFile: packFile(t, vendorfetch.NpmCodex, xv)})
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: xv, TarballFile: packFile(t, realagents.Codex)})
 	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: codexV, Tarball: emptyTarball(t), Optional: map[string]string{vendorfetch.NpmCodex + "-linux-x64": "npm:" + vendorfetch.NpmCodex + "@" + xv}, Tags: []string{"latest"}})
 
 	root := t.TempDir()

@@ -8,19 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cco-dev/cco/internal/realagents"
 	"github.com/cco-dev/cco/internal/testenv"
 )
 
-// The real Gemini CLI (CCO_GEMINI_PACKAGE, an unpacked @google/gemini-cli)
+// The real Gemini CLI (the pinned @google/gemini-cli pack, internal/realagents)
 // through the shadow, as an unprivileged user, with egress off: Gemini's own
 // sandbox stays off, the headless run is trusted, no system settings file
 // gets in its way, and the prompt goes to the model, which it cannot reach
 // (the jail has no network: not one packet leaves).
 func TestRealGeminiThroughTheShadow(t *testing.T) {
-	pkg := os.Getenv("CCO_GEMINI_PACKAGE")
-	if pkg == "" {
-		t.Skip("set CCO_GEMINI_PACKAGE to an unpacked @google/gemini-cli package (scripts/test.sh does)")
-	}
+	realagents.Require(t)
+	pkg := filepath.Join(realagents.Dir(t, realagents.Gemini), "package")
 	testenv.RequireRoot(t)
 	testenv.RequireBwrap(t)
 	root, err := buildRoot()
