@@ -2,7 +2,6 @@ package egress
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -215,22 +214,4 @@ func echoOnce(t testing.TB, c net.Conn, msg string) {
 	if string(buf) != msg {
 		t.Fatalf("echo = %q, want %q", buf, msg)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that connections may log to concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -84,7 +84,7 @@ func testJailNetwork(t *testing.T, extra []string) {
 		Policy:   Policy{Ports: []int{port, 80, 443}, AllowHost: []string{"up.test"}},
 		Resolver: newResolver(names),
 		Dialer:   dialer,
-		Log:      &syncBuffer{},
+		Log:      &testenv.SyncBuffer{},
 		// LocalAddrs stays the real one: the host's own interface addresses.
 	}
 	audit := filepath.Join(t.TempDir(), "egress.log")

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // fixture is a proxy on a unix socket with a loopback echo upstream on
@@ -25,13 +27,13 @@ type fixture struct {
 	dial     *guardDialer
 	up4, up6 string // echo upstreams
 	port4    int
-	log      *syncBuffer
+	log      *testenv.SyncBuffer
 	audit    string
 }
 
 func newFixture(t *testing.T, pol Policy, names map[string]string, opts ...func(*fixture)) *fixture {
 	t.Helper()
-	f := &fixture{log: &syncBuffer{}}
+	f := &fixture{log: &testenv.SyncBuffer{}}
 	f.up4 = echoServer(t, "tcp4", "127.0.0.1:0")
 	f.port4 = portOf(t, f.up4)
 	// The IPv6 upstream uses the same port when it can, so that one

@@ -15,7 +15,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -331,7 +330,7 @@ func TestPortTakenOnTheHost(t *testing.T) {
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 	j := startJail(t, fmt.Sprintf("login=127.0.0.1:%d", port))
-	var warn syncBuffer
+	var warn testenv.SyncBuffer
 	stop := Start(context.Background(), j.pid, []int{port}, Options{Dialer: Setns{}, Interval: 20 * time.Millisecond, Warn: &warn, Agent: "codex"})
 	time.Sleep(200 * time.Millisecond)
 	stop()
@@ -358,23 +357,6 @@ func TestDialMainRefusesOffLoopback(t *testing.T) {
 	if _, err := receiveConn(mine); err == nil || !strings.Contains(err.Error(), "not a loopback") {
 		t.Errorf("answer: %v", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // BenchmarkDial is the cost of one carried connection's way into the
