@@ -46,21 +46,26 @@ export CCO_REQUIRE_BWRAP=1
 export CCO_REAL_AGENTS=1
 go test -count=1 -timeout 30m ./...
 
-# The fuzz targets, each for a short budget (a short -fuzzminimizetime
-# keeps a find from eating the budget). The extractor's are seeded with
-# hostile archives. The others check the rules that keep an agent in its
-# jail: the agents' argument rewriters, the egress policy and its host
-# rules, the app-server's argument rules, and the rc-file block finder.
+# The fuzz targets, each for a short budget. The budget is a count of
+# executions, not a duration: Go 1.26's coordinator can report a bare
+# "context deadline exceeded" when a -fuzztime duration ends while a worker
+# is mid-call (go.dev/issue/75804, fixed in Go 1.27), and a count has no
+# deadline to race. Each count is about ten seconds here. A short
+# -fuzzminimizetime keeps a find from eating the budget. The extractor's
+# targets are seeded with hostile archives. The others check the rules that
+# keep an agent in its jail: the agents' argument rewriters, the egress
+# policy and its host rules, the app-server's argument rules, and the
+# rc-file block finder.
 fuzz() {
   go test -run '^$' -fuzz "^$2\$" -fuzztime "$3" -fuzzminimizetime 5s "$1"
 }
-fuzz ./vendorfetch/extract/ FuzzExtractTar 20s
-fuzz ./vendorfetch/extract/ FuzzExtract 20s
-fuzz ./agent/ FuzzClaudeArgs 10s
-fuzz ./agent/ FuzzCodexArgs 15s
-fuzz ./sandbox/egress/policy/ FuzzParse 15s
-fuzz ./sandbox/appserver/ FuzzArgs 10s
-fuzz ./rcfile/ FuzzFind 10s
+fuzz ./vendorfetch/extract/ FuzzExtractTar 10000x
+fuzz ./vendorfetch/extract/ FuzzExtract 20000x
+fuzz ./agent/ FuzzClaudeArgs 200000x
+fuzz ./agent/ FuzzCodexArgs 200000x
+fuzz ./sandbox/egress/policy/ FuzzParse 100000x
+fuzz ./sandbox/appserver/ FuzzArgs 200000x
+fuzz ./rcfile/ FuzzFind 200000x
 
 # --- shipping: packages, repositories, vm-tests, the Ansible collection (packaging/, vm-tests/, ansible/, examples/) ---
 # The vm-tests start a fresh Debian root (built once by mmdebstrap and cached
