@@ -154,6 +154,7 @@ func TestGeminiArgs(t *testing.T) {
 		{"a prompt that looks like a flag", []string{"-p", "-s"}, []string{"--skip-trust", "-p", "-s"}},
 		{"a model that looks like a flag", []string{"-m", "-p"}, []string{"-m", "-p"}},
 		{"after --", []string{"-p", "x", "--", "-s"}, []string{"--skip-trust", "-p", "x", "--", "-s"}},
+		{"-- is no value", []string{"-p", "--", "-s"}, []string{"--skip-trust", "-p", "--", "-s"}},
 	} {
 		if got := g.Args(tc.in, Options{}); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: Args(%q) = %q, want %q", tc.name, tc.in, got, tc.want)

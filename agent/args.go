@@ -196,7 +196,7 @@ func geminiArgs(user []string, _ Options) []string {
 			headless = true
 		}
 		out = append(out, a)
-		if geminiValueFlags[name] && !hasVal && i+1 < len(user) {
+		if geminiValueFlags[name] && !hasVal && takesNext(user, i) {
 			i++
 			out = append(out, user[i])
 		}
@@ -209,7 +209,7 @@ func geminiArgs(user []string, _ Options) []string {
 
 // geminiValueFlags take a value in the next argument unless written with
 // "=" (or glued, for short flags): a value such as `-p -s` is the prompt,
-// not a flag.
+// not a flag. "--" is never a value (takesNext).
 var geminiValueFlags = map[string]bool{
 	"-m": true, "--model": true, "-p": true, "--prompt": true, "-i": true, "--prompt-interactive": true,
 	"--approval-mode": true, "--policy": true, "--admin-policy": true, "--allowed-mcp-server-names": true,

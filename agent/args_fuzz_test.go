@@ -127,3 +127,86 @@ func FuzzCodexArgs(f *testing.F) {
 		}
 	})
 }
+
+// geminiFlag is one flag and its index in the argv.
+type geminiFlag struct {
+	name string
+	at   int
+}
+
+// geminiFlags walks args before "--" as geminiArgs does: a value-taking
+// flag written apart takes the next argument as its value, unless that
+// argument is "--".
+func geminiFlags(args []string) []geminiFlag {
+	var flags []geminiFlag
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			continue
+		}
+		name, _, hasVal := splitFlag(a)
+		flags = append(flags, geminiFlag{name, i})
+		if geminiValueFlags[name] && !hasVal && takesNext(args, i) {
+			i++
+		}
+	}
+	return flags
+}
+
+// isGeminiSandbox is a flag that asks for Gemini CLI's own sandbox: -s,
+// --sandbox or --sandbox=VALUE.
+func isGeminiSandbox(a string) bool {
+	return a == "-s" || a == "--sandbox" || strings.HasPrefix(a, "--sandbox=")
+}
+
+// FuzzGeminiArgs checks gemini's rewrite on any argv. Before "--", no
+// -s, --sandbox or --sandbox=VALUE survives as a flag; the same word as a
+// value-taking flag's value is the user's and stays. --skip-trust is
+// injected, once and first, exactly when the run is headless (a -p or
+// --prompt flag) and the user gave no --skip-trust of their own. Nothing
+// else is dropped or added, and from "--" on nothing changes.
+func FuzzGeminiArgs(f *testing.F) {
+	addArgSeeds(f, nil, []string{"-s", "hi"}, []string{"--sandbox=true", "-p", "x"}, []string{"-p", "-s"},
+		[]string{"-m", "-p"}, []string{"-p", "--", "-s"}, []string{"--prompt=x", "--skip-trust"},
+		[]string{"-phello", "--sandbox"}, []string{"--", "-p", "-s"}, []string{"-m"}, []string{"-sx", "--sandboxed"})
+	p, _ := Lookup("gemini")
+	f.Fuzz(func(t *testing.T, s string, skip bool) {
+		user := argvfuzz.Split(s)
+		got := p.Args(user, Options{SkipPermissions: skip})
+		userHead, userTail := beforeDashDash(user)
+		headless, trusted := false, false
+		drop := map[int]bool{}
+		for _, fl := range geminiFlags(userHead) {
+			switch {
+			case isGeminiSandbox(userHead[fl.at]):
+				drop[fl.at] = true
+			case fl.name == "-p" || fl.name == "--prompt":
+				headless = true
+			case fl.name == "--skip-trust":
+				trusted = true
+			}
+		}
+		var want []string
+		if headless && !trusted {
+			want = append(want, "--skip-trust")
+		}
+		for i, a := range userHead {
+			if !drop[i] {
+				want = append(want, a)
+			}
+		}
+		want = append(want, userTail...)
+		if !slices.Equal(got, want) {
+			t.Fatalf("Args(%q) = %q, want %q", user, got, want)
+		}
+		head, tail := beforeDashDash(got)
+		if !slices.Equal(tail, userTail) {
+			t.Fatalf("Args(%q) = %q: the part from -- on changed", user, got)
+		}
+		for _, fl := range geminiFlags(head) {
+			if isGeminiSandbox(head[fl.at]) {
+				t.Fatalf("Args(%q) = %q: %s survived", user, got, head[fl.at])
+			}
+		}
+	})
+}

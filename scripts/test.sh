@@ -63,6 +63,7 @@ fuzz ./vendorfetch/extract/ FuzzExtractTar 10000x
 fuzz ./vendorfetch/extract/ FuzzExtract 20000x
 fuzz ./agent/ FuzzClaudeArgs 200000x
 fuzz ./agent/ FuzzCodexArgs 200000x
+fuzz ./agent/ FuzzGeminiArgs 200000x
 fuzz ./sandbox/egress/policy/ FuzzParse 100000x
 fuzz ./sandbox/appserver/ FuzzArgs 200000x
 fuzz ./rcfile/ FuzzFind 200000x

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+
+	agentpkg "github.com/cco-dev/cco/agent"
 )
 
 // labelsEndWith reports whether host's dot-separated labels end with
@@ -21,8 +23,8 @@ func labelsEndWith(host, suffix string, below bool) bool {
 	return slices.Equal(h[len(h)-len(s):], s)
 }
 
-// FuzzParse feeds Parse any sandbox.toml and checks what the shadow and the
-// proxy rely on. A bad document is an error that starts with the key to
+// FuzzParse feeds Parse any sandbox.toml for any agent of agent.Names() and
+// checks what the shadow and the proxy rely on. A bad document is an error that starts with the key to
 // fix. A good one gives a valid policy that survives the trip to the proxy
 // (Encode, Decode) unchanged, whose host rules are normalised and match
 // exactly the names they state, whose addresses are masked prefixes, and
@@ -43,12 +45,15 @@ func FuzzParse(f *testing.F) {
 		`egress_ports = []`,
 		`egress = 1`,
 	} {
-		f.Add(doc, "", "api.example.com", true)
+		for i := range agentpkg.Names() {
+			f.Add(doc, "", "api.example.com", uint8(i))
+		}
 	}
-	for _, r := range []string{"example.com", "*.example.com", "EXAMPLE.com.", "*.com", "*", "a..b", "10.0.0.1", "[::1]", "x.*.com", "-a.com", "a_b.example"} {
-		f.Add("", r, "x.example.com", false)
+	for i, r := range []string{"example.com", "*.example.com", "EXAMPLE.com.", "*.com", "*", "a..b", "10.0.0.1", "[::1]", "x.*.com", "-a.com", "a_b.example"} {
+		f.Add("", r, "x.example.com", uint8(i))
 	}
-	f.Fuzz(func(t *testing.T, doc, rule, host string, claude bool) {
+	names := agentpkg.Names()
+	f.Fuzz(func(t *testing.T, doc, rule, host string, which uint8) {
 		keys := map[string]any{}
 		if _, err := toml.Decode(doc, &keys); err != nil {
 			return
@@ -58,10 +63,8 @@ func FuzzParse(f *testing.F) {
 		if _, ok := keys["egress_allow"]; !ok && rule != "" {
 			keys["egress_allow"] = []any{rule}
 		}
-		agent := "codex"
-		if claude {
-			agent = "claude"
-		}
+		// Every agent's default allowlist goes through the same checks.
+		agent := names[int(which)%len(names)]
 		p, err := Parse(keys, agent, "/home/ada")
 		if err != nil {
 			named := false
