@@ -36,6 +36,10 @@ type Doc struct {
 	Anchors map[string]bool
 	// Headings are the headings' texts in order.
 	Headings []string
+	// TableRuns are the lines where a table runs on: a row that is not
+	// written as one (GFM reads a text line right after a table as one more
+	// row) or a line right after the table that is not blank.
+	TableRuns []int
 }
 
 // Table is one GFM table and the heading it stands under.
@@ -97,6 +101,7 @@ func Parse(path string, src []byte) *Doc {
 			d.Links = append(d.Links, Link{Target: string(n.Destination), Line: lineOf(n, src)})
 		case *east.Table:
 			d.Tables = append(d.Tables, table(path, heading, n, src))
+			d.TableRuns = append(d.TableRuns, tableRuns(n, src)...)
 		}
 		return ast.WalkContinue, nil
 	})
@@ -133,6 +138,44 @@ func table(path, heading string, n *east.Table, src []byte) *Table {
 		t.Rows = append(t.Rows, cells)
 	}
 	return t
+}
+
+// tableRuns is the 1-based lines where table n runs on into text: each row
+// whose line does not start with '|', and the line after the last row
+// unless it is blank or the end of the file. Blockquote markers and
+// indentation before a row are not the row's.
+func tableRuns(n *east.Table, src []byte) []int {
+	var lines []int
+	var last ast.Node
+	for row := n.FirstChild(); row != nil; row = row.NextSibling() {
+		last = row
+		if !strings.HasPrefix(rowText(src, row.Pos()), "|") {
+			lines = append(lines, bytes.Count(src[:row.Pos()], []byte("\n"))+1)
+		}
+	}
+	if last == nil {
+		return lines
+	}
+	end := bytes.IndexByte(src[last.Pos():], '\n')
+	if end < 0 {
+		return lines
+	}
+	next := last.Pos() + end + 1
+	if next < len(src) && rowText(src, next) != "" {
+		lines = append(lines, bytes.Count(src[:next], []byte("\n"))+1)
+	}
+	return lines
+}
+
+// rowText is the line of src that holds offset off, without its
+// indentation and blockquote markers.
+func rowText(src []byte, off int) string {
+	start := bytes.LastIndexByte(src[:off], '\n') + 1
+	end := bytes.IndexByte(src[off:], '\n')
+	if end < 0 {
+		end = len(src) - off
+	}
+	return strings.TrimLeft(string(src[start:off+end]), " \t>")
 }
 
 // plain is a node's text as a reader sees it: code spans without their

@@ -55,3 +55,22 @@ func TestSlug(t *testing.T) {
 		}
 	}
 }
+
+func TestTableRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      []int
+	}{
+		{"blank after", "| a | b |\n| --- | --- |\n| 1 | 2 |\n\ntext\n", nil},
+		{"end of file", "| a | b |\n| --- | --- |\n| 1 | 2 |", nil},
+		{"text runs on", "| a | b |\n| --- | --- |\n| 1 | 2 |\n Each agent\nkeeps\n\nx\n", []int{4, 5}},
+		{"heading right after", "| a |\n| --- |\n| 1 |\n## next\n", []int{4}},
+		{"in a blockquote", "> | a |\n> | --- |\n> | 1 |\n>\n> text\n", nil},
+		{"in a list", "- item\n\n  | a |\n  | --- |\n  | 1 |\n\n- next\n", nil},
+		{"in a fence", "```\n| a |\n| --- |\ntext\n```\n", nil},
+	} {
+		if got := Parse("x.md", []byte(tc.src)).TableRuns; !slices.Equal(got, tc.want) {
+			t.Errorf("%s: TableRuns = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

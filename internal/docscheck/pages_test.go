@@ -83,6 +83,24 @@ func TestLinks(t *testing.T) {
 	}
 }
 
+// TestTablesEnd: every table in README.md, CONTRIBUTING.md and docs/ ends
+// with a blank line. A text line right after a table renders as more rows.
+func TestTablesEnd(t *testing.T) {
+	repo, err := Repo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range pages(t, repo) {
+		d, err := LoadRepo(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range d.TableRuns {
+			t.Errorf("%s:%d: a table runs on into this line, and GFM renders it as a row: put a blank line between the table and what follows it", page, line)
+		}
+	}
+}
+
 // statusLine is an ADR's Status paragraph, which may wrap.
 var statusLine = regexp.MustCompile(`(?m)^Status: *((?:.+\n?)+)`)
 
