@@ -215,13 +215,17 @@ func TestArgvCommon(t *testing.T) {
 			if n := c.count("--setenv", "HOME", f.home); n != 1 {
 				t.Errorf("HOME set %d times", n)
 			}
-			// Private socket directories, then the home, then its login state.
-			c.order(m("--ro-bind", "/", "/"), m("--dev", "/dev"), m("--proc", "/proc"), m("--tmpfs", "/tmp"),
-				m("--tmpfs", "/run"), m("--tmpfs", "/run/user"), m("--tmpfs", "/run/user/1000"),
-				m("--perms", "0700", "--tmpfs", f.home))
+			// The home and every bind come while the mount table is short;
+			// /dev, /proc and the private socket directories follow. A
+			// runtime directory below /run needs no tmpfs of its own.
+			c.order(m("--ro-bind", "/", "/"), m("--perms", "0700", "--tmpfs", f.home), m("--bind", f.ws, f.ws),
+				m("--remount-ro", f.home), m("--dev", "/dev"), m("--proc", "/proc"), m("--tmpfs", "/tmp"),
+				m("--tmpfs", "/run"))
+			c.lacks("--tmpfs", "/run/user")
+			c.lacks("--tmpfs", "/run/user/1000")
 			// The workspace, then its command-bearing files read-only.
 			// The protected trees bound onto themselves, then their files.
-			c.order(m("--tmpfs", "/tmp"), m("--bind", f.ws, f.ws),
+			c.order(m("--bind", f.ws, f.ws),
 				m("--bind", f.ws+"/.claude", f.ws+"/.claude"), m("--bind", f.ws+"/.codex", f.ws+"/.codex"),
 				m("--bind", f.ws+"/.git", f.ws+"/.git"),
 				m("--ro-bind", f.ws+"/.claude/settings.json", f.ws+"/.claude/settings.json"),
@@ -236,7 +240,7 @@ func TestArgvCommon(t *testing.T) {
 			// nothing of them is on the host.
 			c.has("--perms", "0444", "--ro-bind-data", "7", f.ws+"/.claude/settings.local.json")
 			c.order(m("--perms", "0700", "--tmpfs", f.home), m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"))
-			c.order(m("--tmpfs", "/run"), m("--bind", f.ws, f.ws), m("--tmpfs", f.home+"/.cache"), m("--remount-ro", f.home),
+			c.order(m("--bind", f.ws, f.ws), m("--tmpfs", f.home+"/.cache"), m("--remount-ro", f.home), m("--tmpfs", "/run"),
 				m("--perms", "0444", "--ro-bind-data", "8", MarkerPath), m("--chdir", f.ws))
 			// Credentials of the home are never bound.
 			c.lacksValue(f.home + "/.ssh")
@@ -479,6 +483,21 @@ func TestArgvSkipPermissions(t *testing.T) {
 	}
 }
 
+// A private tree that holds a later mount (a home below /tmp) is mounted
+// before it, and a private tree below /dev after bwrap's /dev; the others
+// after every bind.
+func TestArgvPrivateOrder(t *testing.T) {
+	s := &Spec{Private: []string{"/tmp", "/run", "/dev/shm"}, Home: "/tmp/h", Workspace: "/tmp/h/w",
+		HomeBinds: []Bind{{Src: "/tmp/h/.a", Dst: "/tmp/h/.a"}}, BindFD: 3, Command: []string{"/bin/agent"}}
+	c := &argvCheck{t: t, argv: Argv(s)}
+	c.order(m("--ro-bind", "/", "/"), m("--tmpfs", "/tmp"), m("--perms", "0700", "--tmpfs", "/tmp/h"),
+		m("--bind-fd", "4", "/tmp/h/w"), m("--remount-ro", "/tmp/h"), m("--dev", "/dev"), m("--proc", "/proc"),
+		m("--tmpfs", "/run"), m("--tmpfs", "/dev/shm"))
+	if early, late := s.splitPrivate(); !slices.Equal(early, []string{"/tmp"}) || !slices.Equal(late, []string{"/run", "/dev/shm"}) {
+		t.Errorf("splitPrivate = %q, %q", early, late)
+	}
+}
+
 func TestArgvPure(t *testing.T) {
 	s := &Spec{Env: []string{"A=1", "B=x=y"}, Private: []string{"/tmp"}, Home: "/h",
 		HomeBinds: []Bind{{Src: "/h/.a", Dst: "/h/.a"}}, Workspace: "/w",
@@ -487,10 +506,11 @@ func TestArgvPure(t *testing.T) {
 		Scratch:  []string{"/h/.cache"}, Marker: []byte("{}"), DataFD: 5, BindFD: 7, Chdir: "/w/sub", Command: []string{"/helper", "exec", "--", "/bin/agent", "--", "-x"}, UnshareNet: true}
 	want := []string{"--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
 		"--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL", "--clearenv",
-		"--setenv", "A", "1", "--setenv", "B", "x=y", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-		"--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", "/h", "--bind-fd", "7", "/h/.a", "--bind-fd", "8", "/w",
+		"--setenv", "A", "1", "--setenv", "B", "x=y", "--ro-bind", "/", "/",
+		"--perms", "0700", "--tmpfs", "/h", "--bind-fd", "7", "/h/.a", "--bind-fd", "8", "/w",
 		"--ro-bind-fd", "9", "/w/.git/config", "--tmpfs", "/h/.a/p", "--ro-bind", "/dev/null", "/etc/shadow",
-		"--tmpfs", "/root", "--remount-ro", "/root", "--tmpfs", "/h/.cache", "--remount-ro", "/h", "--perms", "0444", "--ro-bind-data", "5", MarkerPath, "--chdir", "/w/sub",
+		"--tmpfs", "/root", "--remount-ro", "/root", "--tmpfs", "/h/.cache", "--remount-ro", "/h",
+		"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--perms", "0444", "--ro-bind-data", "5", MarkerPath, "--chdir", "/w/sub",
 		"--", "/helper", "exec", "--", "/bin/agent", "--", "-x"}
 	a := Argv(s)
 	if !slices.Equal(a, want) {

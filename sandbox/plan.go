@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cco-dev/cco/agent"
@@ -262,10 +263,12 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	}
 
 	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}
+	// The profile's interpreter, when it has one, runs the vendor's script.
+	cmd := append(p.Command(SystemRoot), p.Args(l.Args, opts)...)
 	if direct {
-		s.Command = append([]string{vendor}, p.Args(l.Args, opts)...)
+		s.Command = cmd
 	} else {
-		s.Command = append([]string{SystemRoot + HelperPath, "exec", "--", vendor}, p.Args(l.Args, opts)...)
+		s.Command = append([]string{SystemRoot + HelperPath, "exec", "--"}, cmd...)
 	}
 	return s, pr, nil
 }
@@ -398,17 +401,18 @@ func under(p string, dirs []string) bool {
 }
 
 // privateDirs are the host's socket-bearing directories, each given an
-// empty tmpfs. /var/run is left out when it is a link to /run.
+// empty tmpfs: /tmp, /run, /var/run (left out when it is a link to /run)
+// and $XDG_RUNTIME_DIR. One below another is covered by it already
+// (/run/user/1000 by /run): each mount costs bwrap a read of the whole
+// mount table, so it gets none of its own.
 func privateDirs(environ []string) []string {
 	out := []string{"/tmp", "/run"}
 	if fi, err := os.Lstat("/var/run"); err == nil && fi.IsDir() {
 		out = append(out, "/var/run")
 	}
-	out = append(out, "/run/user")
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok && filepath.IsAbs(v) {
-			v = filepath.Clean(v)
-			if v != "/run/user" && v != "/run" && v != "/tmp" && v != "/" {
+			if v = filepath.Clean(v); v != "/" && !slices.ContainsFunc(out, func(d string) bool { return within(v, d) }) {
 				out = append(out, v)
 			}
 		}

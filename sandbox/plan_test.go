@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,14 +59,22 @@ func TestWorkspaceRefusals(t *testing.T) {
 }
 
 func TestPrivateDirs(t *testing.T) {
-	got := privateDirs([]string{"XDG_RUNTIME_DIR=/var/xdg/1000"})
-	want := []string{"/tmp", "/run"}
+	base := []string{"/tmp", "/run"}
 	if fi, err := os.Lstat("/var/run"); err == nil && fi.IsDir() {
-		want = append(want, "/var/run")
+		base = append(base, "/var/run")
 	}
-	want = append(want, "/run/user", "/var/xdg/1000")
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("privateDirs = %q, want %q", got, want)
+	for xdg, extra := range map[string][]string{
+		"/var/xdg/1000":  {"/var/xdg/1000"},
+		"/run/user/1000": nil, // covered by /run's tmpfs
+		"/tmp":           nil,
+		"/":              nil,
+		"relative":       nil,
+	} {
+		got := privateDirs([]string{"XDG_RUNTIME_DIR=" + xdg})
+		want := append(slices.Clone(base), extra...)
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("XDG_RUNTIME_DIR=%s: privateDirs = %q, want %q", xdg, got, want)
+		}
 	}
 }
 

@@ -216,8 +216,13 @@ func (s *Spec) argv(d donor) []string {
 			}
 		}
 	}
-	a = append(a, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
-	for _, p := range s.Private {
+	// bwrap rereads the whole mount table for every bind, so the binds come
+	// while the table is shortest: /dev, /proc and the private tmpfs
+	// follow them, but for a private tree that holds a later mount (a home
+	// below /tmp), which must be there first.
+	a = append(a, "--ro-bind", "/", "/")
+	early, late := s.splitPrivate()
+	for _, p := range early {
 		a = tmpfs(a, s, p)
 	}
 	if s.Home != "" {
@@ -256,6 +261,10 @@ func (s *Spec) argv(d donor) []string {
 		// nothing but the bound state and the scratch dirs is writable.
 		a = append(a, "--remount-ro", s.Home)
 	}
+	a = append(a, "--dev", "/dev", "--proc", "/proc")
+	for _, p := range late {
+		a = tmpfs(a, s, p)
+	}
 	if s.EgressSocket != "" {
 		a = append(a, "--ro-bind", s.EgressSocket, EgressSocket)
 	}
@@ -273,6 +282,37 @@ func (s *Spec) argv(d donor) []string {
 		return append(a, s.Command[2:]...)
 	}
 	return append(a, s.Command...)
+}
+
+// splitPrivate orders the private tmpfs: early are those that hold the
+// home, a bind, a mask or a scratch directory (each must be mounted before
+// what lies in it); late are the rest, and any below /dev or /proc, which
+// follow bwrap's own /dev and /proc.
+func (s *Spec) splitPrivate() (early, late []string) {
+	var targets []string
+	if s.Home != "" {
+		targets = append(targets, s.Home)
+	}
+	s.eachBind(func(b *Bind, _ bool) { targets = append(targets, b.Dst) })
+	for _, m := range s.Masks {
+		targets = append(targets, m.Path)
+	}
+	targets = append(targets, s.Scratch...)
+	for _, p := range s.Private {
+		holds := false
+		for _, t := range targets {
+			if within(t, p) {
+				holds = true
+				break
+			}
+		}
+		if holds && !within(p, "/dev") && !within(p, "/proc") {
+			early = append(early, p)
+		} else {
+			late = append(late, p)
+		}
+	}
+	return early, late
 }
 
 // tmpfs emits a writable tmpfs at p, sized when the Spec gives its size.
