@@ -11,6 +11,7 @@ package agent
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 )
@@ -20,8 +21,14 @@ import (
 // system.
 type Profile struct {
 	Name string
-	// Binary is the vendor's real executable, exec'd in place.
+	// Binary is the vendor's real executable, exec'd in place, or the
+	// script that Interpreter runs.
 	Binary string
+	// Interpreter, when set, is the program that runs Binary: the jail's
+	// command is the interpreter, then the script. It is a link that the
+	// vendor step makes in the version's directory to the interpreter it
+	// checked, so that the jail never takes one off its PATH.
+	Interpreter string
 	// Login are the home paths bound read-write: the agent's own login state.
 	Login []string
 	// HomeReadOnly are files inside Login that name commands to run; they are
@@ -182,11 +189,13 @@ var table = map[string]*Profile{
 		LoginEndpoints: []string{"auth.openai.com"},
 		rewrite:        codexArgs,
 	},
-	// Gemini CLI is a bundled Node program; bundle/gemini.js starts with
-	// #!/usr/bin/env node, which finds node on the jail's PATH.
+	// Gemini CLI is a bundled Node program. Its script's #!/usr/bin/env
+	// node would take the first node on the jail's PATH: the jail runs the
+	// Node that gemini.node names instead, linked beside the version.
 	"gemini": {
 		Name:              "gemini",
 		Binary:            "/usr/libexec/cco/gemini/current/bundle/gemini.js",
+		Interpreter:       "/usr/libexec/cco/gemini/current/node",
 		Login:             []string{".gemini"},
 		HomeReadOnly:      []string{".gemini/settings.json"},
 		WorkspaceDir:      ".gemini",
@@ -196,7 +205,11 @@ var table = map[string]*Profile{
 		// boundary); the system settings file cannot be used in a user's
 		// jail, where root's files are not root's (Gemini CLI skips it with
 		// a warning), so it is pointed at a path that does not exist.
-		Env:         []string{"GEMINI_SANDBOX=false", "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/nonexistent/cco/gemini-settings.json"},
+		// NO_BROWSER (any value) makes its login the user-code flow even
+		// with DISPLAY passed in: the loopback flow's random port is never
+		// forwarded.
+		Env: []string{"GEMINI_SANDBOX=false", "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/nonexistent/cco/gemini-settings.json",
+			"NO_BROWSER=true"},
 		Upgrade:     "gemini",
 		Credentials: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_ACCESS_TOKEN"},
 		Secrets: []string{".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".gemini/gemini-credentials.json",
@@ -212,8 +225,9 @@ var table = map[string]*Profile{
 		},
 		Policy:     "gemini",
 		HookFields: []string{"timestamp"},
-		// The user-code flow: the jail clears DISPLAY, so the loopback
-		// flow never starts (docs/how-to/first-login.md).
+		// The user-code flow: NO_BROWSER above, and the jail clears
+		// DISPLAY, so the loopback flow never starts
+		// (docs/how-to/first-login.md).
 		LoginEndpoints: []string{"oauth2.googleapis.com", "www.googleapis.com", "cloudcode-pa.googleapis.com"},
 		rewrite:        geminiArgs,
 	},
@@ -343,6 +357,34 @@ func WorkspaceReadOnly() []string {
 		out = append(out, table[n].WorkspaceReadOnly...)
 	}
 	return out
+}
+
+// Command is the start of the jail's command, each path under root (the
+// shadow's system root, "" in production): the interpreter, when the
+// profile has one, then the binary.
+func (p *Profile) Command(root string) []string {
+	if p.Interpreter == "" {
+		return []string{root + p.Binary}
+	}
+	return []string{root + p.Interpreter, root + p.Binary}
+}
+
+// Missing is an error naming the first program of Command(root) that is
+// not there (an interpreter link that points nowhere counts), with the
+// fix; nil when both are in place.
+func (p *Profile) Missing(root string) error {
+	if fi, err := os.Stat(root + p.Binary); err != nil || fi.IsDir() {
+		return fmt.Errorf("the %s binary %s is missing (fix: sudo cco-install --upgrade %s)", p.Name, root+p.Binary, p.Upgrade)
+	}
+	if p.Interpreter == "" {
+		return nil
+	}
+	if fi, err := os.Stat(root + p.Interpreter); err != nil || fi.IsDir() {
+		// The vendor step links the interpreter the configuration names,
+		// and refuses, naming what to install, when there is none.
+		return fmt.Errorf("the %s interpreter %s is missing or points nowhere (fix: sudo cco-install links it again, or says what to install)", p.Name, root+p.Interpreter)
+	}
+	return nil
 }
 
 // Args rewrites the user's arguments for the jail: it strips the flags that

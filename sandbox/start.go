@@ -84,9 +84,8 @@ func Start(l *Launch) (*Session, error) {
 		}
 		l.Config = cfg
 	}
-	vendor := SystemRoot + p.Binary
-	if fi, err := os.Stat(vendor); err != nil || fi.IsDir() {
-		return nil, &LaunchError{Code: ExitNotFound, Msg: fmt.Sprintf("the %s binary %s is missing (fix: sudo cco-install --upgrade %s)", p.Name, vendor, p.Upgrade)}
+	if err := p.Missing(SystemRoot); err != nil {
+		return nil, &LaunchError{Code: ExitNotFound, Msg: err.Error()}
 	}
 	bwrap := SystemRoot + BwrapPath
 	if _, err := os.Stat(bwrap); err != nil {

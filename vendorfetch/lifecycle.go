@@ -52,7 +52,7 @@ func RollbackSteps(cfg Config, agents []string) []provision.Step {
 	var out []provision.Step
 	for _, name := range agents {
 		if a, ok := lookupAgent(name); ok {
-			out = append(out, &rollbackStep{agent: a.name, step: a.step, dir: a.dir, entry: a.entry, exec: a.exec})
+			out = append(out, &rollbackStep{agent: a.name, step: a.step, dir: a.dir, entry: a.entry, exec: a.exec, va: a, cfg: cfg})
 		}
 	}
 	return out
@@ -61,6 +61,16 @@ func RollbackSteps(cfg Config, agents []string) []provision.Step {
 type rollbackStep struct {
 	agent, step, dir, entry string
 	exec                    bool
+	// va and cfg are for the interpreter link, when the agent has one.
+	va  vendorAgent
+	cfg Config
+}
+
+// rollbackPlan is the rollback's state, and the interpreter to link the
+// previous version to first ("" when its link is right).
+type rollbackPlan struct {
+	st     *agentState
+	relink string
 }
 
 func (s *rollbackStep) ID() string   { return "rollback." + s.agent }
@@ -91,8 +101,18 @@ func (s *rollbackStep) Check(run *provision.View) (provision.Check, error) {
 			return c, fmt.Errorf("%s: %s changed since cco verified it: reinstall it with a pin (%s.version = %q)", s.agent, bin, s.agent, st.Previous)
 		}
 	}
-	c.State, c.Data = provision.ToDo, st
+	plan := &rollbackPlan{st: st}
+	c.State, c.Data = provision.ToDo, plan
 	c.Detail = fmt.Sprintf("switch %s from %s back to %s", s.agent, st.Version, st.Previous)
+	// The previous version's interpreter link may predate a change of
+	// gemini.node, or cco's making of it: it is made again first.
+	if drift := interpreterDrift(run, s.cfg, s.va, st.Previous); drift != "" && !run.Status {
+		var err error
+		if plan.relink, err = installedNode(run, s.cfg, s.va, st.Previous); err != nil {
+			return c, fmt.Errorf("%s: %w", s.agent, err)
+		}
+		c.Detail += fmt.Sprintf(", linked to the interpreter %s (%s)", plan.relink, drift)
+	}
 	return c, nil
 }
 
@@ -102,7 +122,17 @@ func mustLstat(run *provision.View, p string) fs.FileInfo {
 }
 
 func (s *rollbackStep) Apply(run *provision.Run, c provision.Check) (string, error) {
-	st := c.Data.(*agentState)
+	plan := c.Data.(*rollbackPlan)
+	st := plan.st
+	if plan.relink != "" {
+		if err := relinkInterpreter(run, s.va, st.Previous, plan.relink); err != nil {
+			return "", err
+		}
+	}
+	if s.va.interp != "" {
+		// The state names the interpreter of the version that is current.
+		st.Node, _ = run.Root.Readlink(s.dir + "/" + st.Previous + "/" + s.va.interp)
+	}
 	link := s.dir + "/current"
 	if err := run.Root.Symlink(st.Previous, link); err != nil {
 		return "", err

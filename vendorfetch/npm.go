@@ -212,7 +212,7 @@ func (n *npmSource) resolve(ctx context.Context, run *provision.View, tr source,
 	res := &resolved{}
 	// A bundle is made where it is not run: its Node is the target's.
 	if n.layout.node && run != nil {
-		if res.node, err = checkNode(run, n.cfg.Gemini.Node, m); err != nil {
+		if res.node, err = checkNode(run, n.cfg.Gemini.Node, m.Name+"@"+m.Version, enginesNode(m.Engines)); err != nil {
 			return "", nil, err
 		}
 	}

@@ -269,6 +269,12 @@ func TestGeminiUpgradeRollbackPrune(t *testing.T) {
 	if l, _ := os.Readlink(filepath.Join(root, GeminiDir, "current")); l != "0.60.0" {
 		t.Fatalf("current -> %q after the rollback", l)
 	}
+	// Each kept version has its own interpreter link.
+	for _, v := range []string{"0.60.0", "0.61.0"} {
+		if l, err := os.Readlink(filepath.Join(root, GeminiDir, v, "node")); err != nil || l != "/usr/bin/node" {
+			t.Errorf("%s's interpreter link: %q %v", v, l, err)
+		}
+	}
 	// The channel does not move it forward again without --upgrade, and a
 	// store naming an older release than the installed one is refused.
 	cfg.Upgrade = nil
@@ -347,14 +353,20 @@ func TestGeminiBundle(t *testing.T) {
 	r.Close() // the install reaches nothing
 	inst := DefaultConfig()
 	inst.Agents, inst.Bundle, inst.NpmKeys, inst.Progress = []string{AgentGemini}, out, r.KeysFile, "never"
+	// The bundle carries no Node: the link is made from the installing
+	// machine's gemini.node.
 	root := t.TempDir()
-	writeNode(t, root, "v20.20.2")
+	writeNodeAt(t, root, "/opt/node/bin/node", "v22.1.0")
+	inst.Gemini.Node = "/opt/node/bin/node"
 	sr := wantStatus(t, install(t, root, inst), StepGemini, provision.StatusChanged)
 	if !strings.Contains(sr.Detail, "registry signature") || !strings.Contains(sr.Detail, "the bundle") {
 		t.Errorf("detail %q", sr.Detail)
 	}
 	if _, err := os.Stat(filepath.Join(root, GeminiDir, "0.61.0", GeminiEntry)); err != nil {
 		t.Fatal(err)
+	}
+	if l := interpreterLink(t, root); l != "/opt/node/bin/node" {
+		t.Errorf("the interpreter link points at %q, want this machine's gemini.node", l)
 	}
 }
 

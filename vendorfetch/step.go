@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/vendorfetch/extract"
 )
 
 // vendorAgent is one agent's fixed facts for the vendor step: where its
-// versions live and which file of a version is the one that runs.
+// versions live and which files of a version run.
 type vendorAgent struct {
 	name, step, dir string
 	title           string // the vendor's name of it, for the step's name
@@ -18,13 +19,43 @@ type vendorAgent struct {
 	// checks it is still there); exec says it must be executable.
 	entry string
 	exec  bool
+	// interp, when set, is the link in a version directory to the
+	// interpreter that runs entry.
+	interp string
 }
 
-// vendorAgents is the one table of the agents this package installs.
-var vendorAgents = []vendorAgent{
-	{name: AgentClaude, title: "Claude Code", step: StepClaude, dir: ClaudeDir, entry: claudeEntry, exec: true},
-	{name: AgentCodex, title: "Codex", step: StepCodex, dir: CodexDir, entry: "bin/codex", exec: true},
-	{name: AgentGemini, title: "Gemini CLI", step: StepGemini, dir: GeminiDir, entry: GeminiEntry},
+// vendorAgents is the one table of the agents this package installs. What
+// runs of a version is the profile's to say: fromProfiles fills in entry
+// and interp from agent.Profile's Binary and Interpreter.
+var vendorAgents = fromProfiles([]vendorAgent{
+	{name: AgentClaude, title: "Claude Code", step: StepClaude, dir: ClaudeDir, exec: true},
+	{name: AgentCodex, title: "Codex", step: StepCodex, dir: CodexDir, exec: true},
+	{name: AgentGemini, title: "Gemini CLI", step: StepGemini, dir: GeminiDir},
+})
+
+// fromProfiles sets each agent's entry and interp to its profile's Binary
+// and Interpreter, below <dir>/current/. A profile that runs anything else
+// disagrees with this table: a mistake that every start of the program
+// (and so every test) reports.
+func fromProfiles(as []vendorAgent) []vendorAgent {
+	for i := range as {
+		a := &as[i]
+		p, ok := agent.Lookup(a.name)
+		if !ok {
+			panic("vendorfetch: no agent profile " + a.name + ": add it to the agent table")
+		}
+		cur := a.dir + "/current/"
+		if a.entry, ok = strings.CutPrefix(p.Binary, cur); !ok {
+			panic("vendorfetch: " + a.name + "'s profile runs " + p.Binary + ", not a file below " + cur)
+		}
+		if p.Interpreter == "" {
+			continue
+		}
+		if a.interp, ok = strings.CutPrefix(p.Interpreter, cur); !ok || strings.Contains(a.interp, "/") {
+			panic("vendorfetch: " + a.name + "'s interpreter " + p.Interpreter + " is not a link in " + cur)
+		}
+	}
+	return as
 }
 
 func lookupAgent(name string) (vendorAgent, bool) {
@@ -72,6 +103,9 @@ type vendorPlan struct {
 	version, platform, target string
 	res                       *resolved
 	tr                        source
+	// relink, when set, is the interpreter to link the installed version
+	// to: nothing is fetched.
+	relink string
 }
 
 // fetched is a verified tree in the staging directory.
@@ -136,6 +170,9 @@ func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
 		ok, why := intact(run, a.step, a.dir, st.Version)
 		c.Installed = st.Version
 		if ok {
+			if drift := interpreterDrift(run, cfg, a, st.Version); drift != "" {
+				return s.relinkCheck(run, c, st.Version, drift)
+			}
 			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed (%s)", a.name, st.Version, target)
 			if pin == "" && cfg.Bundle == "" {
 				// One quick try, and no fallback: a notice must not slow a run.
@@ -175,6 +212,9 @@ func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
 	}
 	if st != nil && st.Version == v && st.Platform == target {
 		if ok, _ := intact(run, a.step, a.dir, v); ok {
+			if drift := interpreterDrift(run, cfg, a, v); drift != "" {
+				return s.relinkCheck(run, c, v, drift)
+			}
 			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed and is the newest on the %s channel", a.name, v, channel)
 			if pin != "" {
 				c.Detail = fmt.Sprintf("%s %s is installed (pinned)", a.name, v)
@@ -197,11 +237,32 @@ func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
 	return c, nil
 }
 
+// relinkCheck plans to link an intact version to the interpreter the
+// configuration names now; a status only says so.
+func (s *vendorStep) relinkCheck(run *provision.View, c provision.Check, version, drift string) (provision.Check, error) {
+	a := s.agent
+	c.Installed = version
+	c.State, c.Detail = provision.ToDo, fmt.Sprintf("link %s %s to its interpreter again: %s", a.name, version, drift)
+	if run.Status {
+		return c, nil
+	}
+	node, err := installedNode(run, s.cfg, a, version)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", a.name, err)
+	}
+	c.Detail = fmt.Sprintf("link %s %s to the interpreter %s (%s)", a.name, version, node, drift)
+	c.Data = &vendorPlan{version: version, relink: node}
+	return c, nil
+}
+
 func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error) {
 	a, cfg := s.agent, s.cfg
 	p, ok := c.Data.(*vendorPlan)
 	if !ok {
 		return "", fmt.Errorf("%s: no plan from the check", a.name)
+	}
+	if p.relink != "" {
+		return s.relink(run, p)
 	}
 	prev := loadState(&run.View, a.step)
 	sgd, err := newStaging(run, a.name, a.step)
@@ -215,6 +276,17 @@ func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error
 	}
 	for _, w := range f.warnings {
 		run.Warn(w)
+	}
+	if a.interp != "" {
+		// The link goes in before the switch: no moment runs the script
+		// without it.
+		if f.node == "" {
+			return "", fmt.Errorf("%s %s: the source named no interpreter to link as %s", a.name, p.version, a.interp)
+		}
+		if err := linkInterpreter(sgd, a.interp, f.node); err != nil {
+			return "", fmt.Errorf("%s %s: %w", a.name, p.version, err)
+		}
+		f.members = append(f.members, extract.Member{Name: a.interp, Kind: extract.KindLink, Target: f.node})
 	}
 	if err := sgd.place(a.step, a.dir, p.version, "version"); err != nil {
 		return "", fmt.Errorf("%s %s: %w", a.name, p.version, err)
@@ -251,4 +323,20 @@ func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error
 		detail += "; stripped setuid/setgid bits from " + strings.Join(f.stripped, ", ")
 	}
 	return detail, nil
+}
+
+// relink points the installed version's interpreter link at the planned
+// interpreter and records it in the agent's state.
+func (s *vendorStep) relink(run *provision.Run, p *vendorPlan) (string, error) {
+	a := s.agent
+	if err := relinkInterpreter(run, a, p.version, p.relink); err != nil {
+		return "", fmt.Errorf("%s %s: %w", a.name, p.version, err)
+	}
+	if st := loadState(&run.View, a.step); st != nil {
+		st.Node = p.relink
+		if err := saveState(run, a.step, st); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("linked %s %s to the interpreter %s", a.name, p.version, p.relink), nil
 }

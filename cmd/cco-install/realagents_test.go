@@ -58,9 +58,10 @@ func TestRealAgentsFromNpm(t *testing.T) {
 	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: codexV, Tarball: emptyTarball(t), Optional: map[string]string{vendorfetch.NpmCodex + "-linux-x64": "npm:" + vendorfetch.NpmCodex + "@" + xv}, Tags: []string{"latest"}})
 
 	root := t.TempDir()
-	// The target's Node is the host's (found on the system PATH inside the root).
+	// The target's Node is the host's, inside the root (found on the
+	// system PATH there): a link out of the root would not resolve in it.
 	os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755)
-	if err := os.Symlink(node, filepath.Join(root, "usr/bin/node")); err != nil {
+	if err := linkOrCopy(node, filepath.Join(root, "usr/bin/node")); err != nil {
 		t.Fatal(err)
 	}
 	shadow := filepath.Join(t.TempDir(), "shadow")
@@ -93,7 +94,9 @@ func TestRealAgentsFromNpm(t *testing.T) {
 		argv []string
 		want string
 	}{
-		{[]string{node, filepath.Join(root, vendorfetch.GeminiDir, "current", vendorfetch.GeminiEntry), "--version"}, gv},
+		// The interpreter link the jail runs (to /usr/bin/node: the
+		// host's, the same file).
+		{[]string{filepath.Join(root, vendorfetch.GeminiDir, "current", "node"), filepath.Join(root, vendorfetch.GeminiDir, "current", vendorfetch.GeminiEntry), "--version"}, gv},
 		{[]string{filepath.Join(root, vendorfetch.ClaudeDir, "current", "claude"), "--version"}, cv + " (Claude Code)"},
 		{[]string{filepath.Join(root, vendorfetch.CodexDir, "current", "bin", "codex"), "--version"}, "codex-cli " + codexV},
 	} {
@@ -109,4 +112,21 @@ func TestRealAgentsFromNpm(t *testing.T) {
 	if r.Failed != 0 || r.Changed != 0 {
 		t.Errorf("second run: %+v", r)
 	}
+}
+
+// linkOrCopy makes to the same file as from: a hard link, or a copy where
+// the two are on different file systems.
+func linkOrCopy(from, to string) error {
+	from, err := filepath.EvalSymlinks(from)
+	if err != nil {
+		return err
+	}
+	if os.Link(from, to) == nil {
+		return nil
+	}
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox"
@@ -19,7 +18,7 @@ import (
 // audit) is sandbox.Start's and Session.Wait's.
 func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	if _, err := sandbox.ProbeJail(); err == nil {
-		return nested(p, sandbox.SystemRoot+p.Binary, args, stderr)
+		return nested(p, args, stderr)
 	}
 	s, err := sandbox.Start(&sandbox.Launch{Profile: p, Args: args})
 	if err != nil {
@@ -33,19 +32,20 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	return s.Wait()
 }
 
-// nested runs the vendor binary in the jail this process is already in
-// (decided by sandbox.ProbeJail, never by a variable): a second bwrap would
-// only nest namespaces, and the jail's flags are the same.
-func nested(p *agent.Profile, vendor string, args []string, stderr io.Writer) int {
+// nested runs the vendor binary (under its interpreter, when the profile
+// has one) in the jail this process is already in (decided by
+// sandbox.ProbeJail, never by a variable): a second bwrap would only nest
+// namespaces, and the jail's flags are the same.
+func nested(p *agent.Profile, args []string, stderr io.Writer) int {
 	cfg, err := sandbox.LoadNestedConfig(sandbox.SystemRoot + sandbox.ConfigPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "cco: %v\n", err)
 		return exitCannotRun
 	}
-	if fi, err := os.Stat(vendor); err != nil || fi.IsDir() {
-		fmt.Fprintf(stderr, "cco: the %s binary %s is missing (fix: sudo cco-install --upgrade %s)\n", p.Name, vendor, p.Upgrade)
+	if err := p.Missing(sandbox.SystemRoot); err != nil {
+		fmt.Fprintf(stderr, "cco: %v\n", err)
 		return exitNotFound
 	}
-	argv := append([]string{vendor}, p.Args(args, agent.Options{SkipPermissions: cfg.ClaudeSkipPermissions})...)
+	argv := append(p.Command(sandbox.SystemRoot), p.Args(args, agent.Options{SkipPermissions: cfg.ClaudeSkipPermissions})...)
 	return execAgent(p.Name, argv, stderr)
 }

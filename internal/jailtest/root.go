@@ -120,7 +120,8 @@ func goBuild(mod, dir, out string, ldflags ...string) error {
 // BuildRoot builds a system root: the shadow with the root linked in (the
 // production binary honours no variable for it) under every agent's name and
 // as the helper, the egress proxy, the guard's hook scripts, the test agent
-// as every vendor binary, and /usr/bin/bwrap. It lives under /var/tmp: the jail's
+// as every vendor binary (behind a pass-through script where the profile
+// has an interpreter), and /usr/bin/bwrap. It lives under /var/tmp: the jail's
 // /tmp is private, and the helper must be visible inside.
 func BuildRoot(o RootOptions) (*Root, error) {
 	mod, err := ModuleRoot()
@@ -142,6 +143,9 @@ func BuildRoot(o RootOptions) (*Root, error) {
 	dirs := []string{"usr/local/bin", "usr/libexec/cco/guard", "usr/bin", "etc/cco", "bin"}
 	for _, p := range agent.All() {
 		dirs = append(dirs, filepath.Dir(p.Binary))
+		if p.Interpreter != "" {
+			dirs = append(dirs, filepath.Dir(p.Interpreter))
+		}
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -179,6 +183,16 @@ func BuildRoot(o RootOptions) (*Root, error) {
 	}
 	for _, l := range links {
 		if err := os.Link(l[0], filepath.Join(dir, l[1])); err != nil {
+			return fail(err)
+		}
+	}
+	// An interpreter runs the script it is given, as Node runs Gemini
+	// CLI's: the fake agent then sees the arguments a real agent sees.
+	for _, p := range agent.All() {
+		if p.Interpreter == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, p.Interpreter), []byte("#!/bin/sh\nexec \"$@\"\n"), 0o755); err != nil {
 			return fail(err)
 		}
 	}
