@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/docscheck"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/egress"
@@ -38,22 +39,32 @@ func TestDocsJailJSON(t *testing.T) {
 }
 
 // TestDocsShippedAllowlists: the reference's rows are the shipped lists,
-// split into each agent's own names and the names both share.
+// split into each agent's own names and the names all agents share (the
+// row "all").
 func TestDocsShippedAllowlists(t *testing.T) {
 	tb := docscheck.TableOf(t, "docs/reference/egress.md", "Shipped allowlists")
 	ac, nc := tb.Col(t, "agent"), tb.Col(t, "names")
-	claude, codex := egress.DefaultAllow("claude"), egress.DefaultAllow("codex")
-	want := map[string][]string{}
-	for _, n := range claude {
-		if slices.Contains(codex, n) {
-			want["both"] = append(want["both"], n)
-		} else {
-			want["claude"] = append(want["claude"], n)
-		}
+	lists := map[string][]string{}
+	for _, a := range agent.Names() {
+		lists[a] = egress.DefaultAllow(a)
 	}
-	for _, n := range codex {
-		if !slices.Contains(claude, n) {
-			want["codex"] = append(want["codex"], n)
+	shared := func(n string) bool {
+		for _, l := range lists {
+			if !slices.Contains(l, n) {
+				return false
+			}
+		}
+		return true
+	}
+	want := map[string][]string{}
+	for i, a := range agent.Names() {
+		for _, n := range lists[a] {
+			switch {
+			case !shared(n):
+				want[a] = append(want[a], n)
+			case i == 0:
+				want["all"] = append(want["all"], n)
+			}
 		}
 	}
 	for _, r := range tb.Rows {

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -251,8 +252,10 @@ nothing and says so.
 	fs.BoolVar(&o.diff, "diff", false, "add unified diffs of the files that would change")
 	fs.BoolVar(&o.yes, "yes", false, "answer yes to prompts (no prompt is shown without a terminal)")
 	fs.BoolVar(&o.force, "force", false, "replace owned files that were edited, keeping a backup under /var/lib/cco/backups")
-	fs.StringSliceVar(&o.upgrade, "upgrade", nil, "fetch the newest release of the configured channel (or the pin) for claude, codex or all, and switch to it atomically")
-	fs.StringSliceVar(&o.rollback, "rollback", nil, "switch claude, codex or all back to the previous (older) installed version; never forward")
+	// Every agent, and all: the help says what the flags take.
+	agentsOrAll := agent.List(append(agent.Names(), "all"), "or")
+	fs.StringSliceVar(&o.upgrade, "upgrade", nil, "fetch the newest release of the configured channel (or the pin) for "+agentsOrAll+", and switch to it atomically")
+	fs.StringSliceVar(&o.rollback, "rollback", nil, "switch "+agentsOrAll+" back to the previous (older) installed version; never forward")
 	fs.BoolVar(&o.allowDowngrade, "allow-downgrade", false, "let --upgrade move to an older release than the installed one")
 	fs.BoolVar(&o.adopt, "adopt-existing", false, "use a Claude Code binary found in a user's home (the vendor's installer) instead of downloading it, when it verifies against the manifest")
 	fs.BoolVar(&o.noAppArmor, "no-apparmor", false, "where AppArmor blocks bwrap's user namespaces, refuse with the fix instead of installing a profile")

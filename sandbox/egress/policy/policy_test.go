@@ -197,7 +197,7 @@ func TestPolicyValidate(t *testing.T) {
 // default allowlist, so that the paste-code and device logins pass the
 // proxy in allowlist mode; another vendor's are not.
 func TestLoginEndpointsAllowed(t *testing.T) {
-	for _, name := range []string{"claude", "codex"} {
+	for _, name := range agent.Names() {
 		p, _ := agent.Lookup(name)
 		if len(p.LoginEndpoints) == 0 {
 			t.Errorf("%s: no login endpoints", name)
@@ -211,15 +211,15 @@ func TestLoginEndpointsAllowed(t *testing.T) {
 				t.Errorf("%s: allowlist mode refuses the login endpoint %s", name, h)
 			}
 		}
-	}
-	pol, err := Parse(map[string]any{"egress": "allowlist"}, "claude", "/home/u")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if MatchRule(pol.Allow, "auth.openai.com") {
-		t.Error("claude's allowlist carries codex's login endpoint")
-	}
-	if _, err := hostRules("egress_allow", DefaultAllow("codex")); err != nil {
-		t.Errorf("codex defaults with its login endpoints: %v", err)
+		for _, o := range agent.All() {
+			for _, h := range o.LoginEndpoints {
+				if o != p && !slices.Contains(p.Egress, h) && !slices.Contains(p.LoginEndpoints, h) && MatchRule(pol.Allow, h) {
+					t.Errorf("%s's allowlist carries %s's login endpoint %s", name, o.Name, h)
+				}
+			}
+		}
+		if _, err := hostRules("egress_allow", DefaultAllow(name)); err != nil {
+			t.Errorf("%s's defaults with its login endpoints: %v", name, err)
+		}
 	}
 }
