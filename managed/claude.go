@@ -298,3 +298,13 @@ func claudeWiring(root *provision.Root, rc *provision.Receipt) Wiring {
 	}
 	return w
 }
+
+// validateClaudeManagedFile refuses a claude.managed_file that names
+// neither file.
+func validateClaudeManagedFile(v string) error {
+	switch v {
+	case "", ClaudeDropin, ClaudeBase:
+		return nil
+	}
+	return fmt.Errorf("claude.managed_file = %q is not valid: use %q (the default) or %q", v, ClaudeDropin, ClaudeBase)
+}

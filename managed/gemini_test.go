@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 )
 
 // cco's Gemini CLI settings: the guard's two hooks under the events Gemini
@@ -110,11 +111,7 @@ func TestWiredGemini(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			root, err := provision.OpenRoot(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
+			root := provisiontest.Root(t, dir)
 			rc, _, err := provision.LoadReceipt(root)
 			if err != nil {
 				t.Fatal(err)

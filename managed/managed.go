@@ -88,10 +88,8 @@ const Marker = "# Managed by cco (cco-install). Edits are reported by `cco-insta
 
 // Validate checks the config and names the key and the fix for a bad value.
 func (c Config) Validate() error {
-	switch c.ClaudeManagedFile {
-	case "", ClaudeDropin, ClaudeBase:
-	default:
-		return fmt.Errorf("claude.managed_file = %q is not valid: use %q (the default) or %q", c.ClaudeManagedFile, ClaudeDropin, ClaudeBase)
+	if err := validateClaudeManagedFile(c.ClaudeManagedFile); err != nil {
+		return err
 	}
 	for _, a := range agent.Names() {
 		if v := c.ForeignPolicy[a]; v != "" && ForeignFile(a) == "" {

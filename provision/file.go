@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	udiff "github.com/aymanbagabas/go-udiff"
+
+	"github.com/cco-dev/cco/agent"
 )
 
 // File is a step that owns one regular file on the target system. Its bytes
@@ -381,13 +383,16 @@ func Describe(r FileReader, target string, fi fs.FileInfo) string {
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		l, _ := r.Readlink(target)
-		switch {
-		case strings.Contains(l, "node_modules"):
+		if strings.Contains(l, "node_modules") {
 			return fmt.Sprintf("a symlink to %s (an npm global install)", l)
-		case strings.Contains(l, ".local/share/claude"):
-			return fmt.Sprintf("a symlink to %s (Claude Code's native installer)", l)
-		case strings.Contains(l, "packages/standalone"):
-			return fmt.Sprintf("a symlink to %s (Codex's standalone installer)", l)
+		}
+		// The vendors' own installers, as each profile tells them apart.
+		for _, p := range agent.All() {
+			for _, hl := range p.Installers.HomeLinks {
+				if strings.Contains(l, hl[0]) {
+					return fmt.Sprintf("a symlink to %s (%s)", l, hl[1])
+				}
+			}
 		}
 		return fmt.Sprintf("a symlink to %s", l)
 	case fi.IsDir():

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -18,8 +19,6 @@ import (
 // and its hooks would point at scripts cco removes.
 const (
 	bashTree             = "/usr/libexec/claude-sandbox"
-	claudeBaseSettings   = "/etc/claude-code/managed-settings.json"
-	codexRequirements    = "/etc/codex/requirements.toml"
 	bashSandboxSignature = "claude-sandbox"
 )
 
@@ -54,7 +53,8 @@ func (Migration) leftovers(run *provision.View) []leftover {
 	if fi, err := run.Root.Lstat(bashTree); err == nil && fi.IsDir() {
 		out = append(out, leftover{bashTree, provision.KindDir, "the bash claude-sandbox's scripts"})
 	}
-	for _, p := range []string{claudeBaseSettings, codexRequirements} {
+	// The policy files it wrote are the ones cco's own handlers write now.
+	for _, p := range []string{managed.ClaudeBasePath, managed.CodexRequirementsPath} {
 		if _, ours := run.Receipt.Paths[p]; ours {
 			continue
 		}

@@ -5,7 +5,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -241,70 +240,6 @@ func WriteBundle(ctx context.Context, cfg Config, out string) error {
 		}
 	}
 	return writeBundleFile(out, tmp, idx, small, large, order)
-}
-
-func bundleClaude(ctx context.Context, src source, cfg Config, platform string, dir *os.File, idx *bundleIndex, small map[string][]byte, large map[string]string, order *[]string) error {
-	v, err := resolveClaude(ctx, src, cfg)
-	if err != nil {
-		return err
-	}
-	sg, err := loadSigner(cfg.Claude.SigningKey, cfg.Claude.SigningFingerprint)
-	if err != nil {
-		return err
-	}
-	sub, err := subdir(dir, AgentClaude)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	rel, err := fetchClaude(ctx, src, cfg, sg, v, platform, sub, nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", v, err)
-	}
-	base := "claude/" + v
-	small[base+"/manifest.json"] = rel.manifest
-	files := []string{base + "/manifest.json"}
-	sig := rel.sig
-	if sig == nil { // carry the signature for installs that do check it
-		sig, err = src.small(ctx, strings.TrimRight(cfg.Claude.BaseURL, "/")+"/"+v+"/manifest.json.sig")
-		var nf *NotFoundError
-		if err != nil && !errors.As(err, &nf) {
-			return err
-		}
-	}
-	if sig != nil {
-		small[base+"/manifest.json.sig"] = sig
-		files = append(files, base+"/manifest.json.sig")
-	}
-	bin := base + "/" + platform + "/claude"
-	large[bin] = "claude/claude"
-	files = append(files, bin)
-	*order = append(*order, bin)
-	idx.Agents[AgentClaude] = bundleEntry{Version: v, Platform: platform, Files: files}
-	return nil
-}
-
-func bundleCodex(ctx context.Context, src source, cfg Config, platform string, dir *os.File, idx *bundleIndex, small map[string][]byte, large map[string]string, order *[]string) error {
-	v, digests, err := resolveCodex(ctx, src, cfg)
-	if err != nil {
-		return err
-	}
-	target := codexTarget(platform)
-	sub, err := subdir(dir, AgentCodex)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	rel, err := fetchCodex(ctx, src, cfg, v, target, digests, sub)
-	if err != nil {
-		return fmt.Errorf("%s: %w", v, err)
-	}
-	base := "codex/releases/" + v
-	small[base+"/"+SumsAsset] = rel.sums
-	large[base+"/"+rel.asset] = "codex/package"
-	*order = append(*order, base+"/"+rel.asset)
-	idx.Agents[AgentCodex] = bundleEntry{Version: v, Platform: target, Files: []string{base + "/" + SumsAsset, base + "/" + rel.asset}}
-	return nil
 }
 
 // writeBundleFile writes index, small documents, then the artifacts, so

@@ -286,5 +286,21 @@ func cacheKey(run *provision.Run, b []byte) error {
 // AgentClaude is the agent table's name for this vendor.
 const AgentClaude = "claude"
 
+// ClaudeDir holds Claude Code's versions on the target system.
+const ClaudeDir = LibexecDir + "/claude"
+
 // claudeEntry is the native binary's name in the store's tree and the npm package.
 const claudeEntry = "claude"
+
+// validateClaudeTree checks the npm build's binary as the store's is
+// checked: a regular, executable file named claude.
+func validateClaudeTree(_ *os.File, files map[string]memberInfo, _, _ string) error {
+	m, ok := files[claudeEntry]
+	if !ok || m.kind != extract.KindFile {
+		return errors.New("the package has no claude binary")
+	}
+	if m.mode&0o111 == 0 {
+		return fmt.Errorf("claude is not executable (mode %04o)", m.mode)
+	}
+	return nil
+}

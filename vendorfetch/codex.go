@@ -372,3 +372,7 @@ type memberInfo struct {
 
 // AgentCodex is the agent table's name for this vendor.
 const AgentCodex = "codex"
+
+// CodexDir holds Codex's versions (each its standalone package tree) on the
+// target system.
+const CodexDir = LibexecDir + "/codex-dist"

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/vendorfetch/extract"
 )
@@ -31,11 +32,11 @@ const VendorFingerprint = "31DDDE24DDFAB679F42D7BD2BAA929FF1A7ECACE"
 // FirstSignedClaude is the first Claude Code version whose manifest is signed.
 const FirstSignedClaude = "2.1.89"
 
-// Step ids.
+// Step ids: vendor.<agent>.
 const (
-	StepClaude = "vendor.claude"
-	StepCodex  = "vendor.codex"
-	StepGemini = "vendor.gemini"
+	StepClaude = "vendor." + AgentClaude
+	StepCodex  = "vendor." + AgentCodex
+	StepGemini = "vendor." + AgentGemini
 )
 
 // Sources of claude's and codex's releases (claude.source, codex.source).
@@ -44,17 +45,27 @@ const (
 	SourceNpm   = "npm"
 )
 
-// The vendors' npm packages, and the public registry.
-const (
-	NpmClaude      = "@anthropic-ai/claude-code"
-	NpmCodex       = "@openai/codex"
-	NpmGemini      = "@google/gemini-cli"
-	PublicRegistry = "https://registry.npmjs.org"
+// PublicRegistry is the public npm registry.
+const PublicRegistry = "https://registry.npmjs.org"
+
+// The vendors' npm packages: the profiles' (agent.Installers.NPMPackage).
+var (
+	NpmClaude = npmPackage(AgentClaude)
+	NpmCodex  = npmPackage(AgentCodex)
+	NpmGemini = npmPackage(AgentGemini)
 )
+
+func npmPackage(name string) string {
+	p, ok := agent.Lookup(name)
+	if !ok || p.Installers.NPMPackage == "" {
+		panic("vendorfetch: the agent profile " + name + " names no npm package")
+	}
+	return p.Installers.NPMPackage
+}
 
 // Config is how the vendors' releases are obtained.
 type Config struct {
-	Agents []string // which agents' steps run ("claude", "codex", "gemini")
+	Agents []string // which agents' steps run (agent.Names())
 	Claude ClaudeConfig
 	Codex  CodexConfig
 	Gemini GeminiConfig
@@ -139,19 +150,19 @@ func DefaultChannel(agent, source string) string {
 // DefaultConfig is the configuration when nothing is set.
 func DefaultConfig() Config {
 	return Config{
-		Agents: []string{AgentClaude, AgentCodex},
+		Agents: agent.Defaults(),
 		Claude: ClaudeConfig{
 			Channel:            "stable",
-			BaseURL:            "https://downloads.claude.ai/claude-code-releases",
+			BaseURL:            ClaudeStoreURL,
 			SigningFingerprint: VendorFingerprint,
 			Source:             SourceStore,
 			Registry:           PublicRegistry,
 		},
 		Codex: CodexConfig{
 			Channel:       "latest",
-			BaseURLs:      []string{"https://releases.openai.com/codex"},
-			GitHubBaseURL: "https://github.com/openai/codex/releases/download",
-			GitHubAPIURL:  "https://api.github.com/repos/openai/codex/releases/latest",
+			BaseURLs:      []string{CodexStoreURL},
+			GitHubBaseURL: CodexGitHubBaseURL,
+			GitHubAPIURL:  CodexGitHubAPIURL,
 			Source:        SourceStore,
 			Registry:      PublicRegistry,
 		},
@@ -191,47 +202,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("agents: unknown agent %q (known: %s)", a, agentNames())
 		}
 	}
-	for _, src := range []struct{ key, val string }{{"claude.source", c.Claude.Source}, {"codex.source", c.Codex.Source}} {
-		if src.val != SourceStore && src.val != SourceNpm {
-			return fmt.Errorf("%s: %q is not a source (store or npm)", src.key, src.val)
-		}
-	}
-	for _, a := range []struct {
-		agent, pin, channel string
-		channels            []string // nil: any dist-tag
-	}{
-		{AgentClaude, c.Claude.Version, c.Claude.Channel, storeChannels(c.Claude.Source, "stable", "latest")},
-		{AgentCodex, c.Codex.Version, c.Codex.Channel, storeChannels(c.Codex.Source, "latest")},
-		{AgentGemini, c.Gemini.Version, c.Gemini.Channel, nil},
-	} {
-		if err := checkPinOrChannel(a.agent, a.pin, a.channel, a.channels, c.Explicit); err != nil {
-			return err
-		}
-	}
-	if err := checkURL("claude.base_url", c.Claude.BaseURL, false); err != nil {
+	if err := c.Claude.validate(c.Explicit); err != nil {
 		return err
 	}
-	for i, u := range c.Codex.BaseURLs {
-		if err := checkURL(fmt.Sprintf("codex.base_urls[%d]", i), u, false); err != nil {
-			return err
-		}
-	}
-	if err := checkURL("codex.github_base_url", c.Codex.GitHubBaseURL, true); err != nil {
+	if err := c.Codex.validate(c.Explicit); err != nil {
 		return err
 	}
-	if err := checkURL("codex.github_api_url", c.Codex.GitHubAPIURL, true); err != nil {
+	if err := c.Gemini.validate(c.Explicit); err != nil {
 		return err
-	}
-	for _, r := range []struct{ key, val string }{{"claude.registry", c.Claude.Registry}, {"codex.registry", c.Codex.Registry}, {"gemini.registry", c.Gemini.Registry}} {
-		if err := checkURL(r.key, r.val, false); err != nil {
-			return err
-		}
-	}
-	if n := c.Gemini.Node; n == "" || strings.ContainsAny(n, "\x00\n") || (strings.Contains(n, "/") && !strings.HasPrefix(n, "/")) {
-		return fmt.Errorf("gemini.node: %q is neither a command name (looked up on the system PATH) nor an absolute path", n)
-	}
-	if c.Claude.SigningFingerprint != "" && !fingerprintRE.MatchString(c.Claude.SigningFingerprint) {
-		return fmt.Errorf("claude.signing_fingerprint: %q is not a 40- or 64-digit hex fingerprint", c.Claude.SigningFingerprint)
 	}
 	if c.UnpackLimit < 0 {
 		return fmt.Errorf("unpack_limit: %d is negative (bytes; default %d)", c.UnpackLimit, extract.DefaultLimit)
@@ -254,6 +232,15 @@ func (c Config) Validate() error {
 		if _, ok := lookupAgent(a); !ok {
 			return fmt.Errorf("--upgrade: unknown agent %q (known: %s)", a, agentNames())
 		}
+	}
+	return nil
+}
+
+// checkSource refuses a source (claude.source, codex.source) that is
+// neither the store nor npm.
+func checkSource(key, val string) error {
+	if val != SourceStore && val != SourceNpm {
+		return fmt.Errorf("%s: %q is not a source (store or npm)", key, val)
 	}
 	return nil
 }

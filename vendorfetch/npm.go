@@ -483,19 +483,6 @@ func (n *npmSource) unpack(sgd *staging, rel *npmRelease, version, target string
 	return members, stripped, nil
 }
 
-// validateClaudeTree checks the npm build's binary as the store's is
-// checked: a regular, executable file named claude.
-func validateClaudeTree(_ *os.File, files map[string]memberInfo, _, _ string) error {
-	m, ok := files[claudeEntry]
-	if !ok || m.kind != extract.KindFile {
-		return errors.New("the package has no claude binary")
-	}
-	if m.mode&0o111 == 0 {
-		return fmt.Errorf("claude is not executable (mode %04o)", m.mode)
-	}
-	return nil
-}
-
 // validateGeminiTree checks the package is Gemini CLI at the version:
 // package.json's name and version, and its entry script.
 func validateGeminiTree(dir *os.File, files map[string]memberInfo, version, _ string) error {

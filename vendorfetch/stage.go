@@ -16,15 +16,9 @@ import (
 	"github.com/cco-dev/cco/provision"
 )
 
-// Install layout on the target system.
-const (
-	LibexecDir = "/usr/libexec/cco"
-	ClaudeDir  = LibexecDir + "/claude"
-	CodexDir   = LibexecDir + "/codex-dist"
-	GeminiDir  = LibexecDir + "/gemini"
-	// GeminiEntry is the script of a Gemini CLI version that Node runs.
-	GeminiEntry = "bundle/gemini.js"
-)
+// LibexecDir holds every agent's versions (each agent's directory is in
+// its own file: ClaudeDir, CodexDir, GeminiDir) on the target system.
+const LibexecDir = "/usr/libexec/cco"
 
 // stagingPrefix names the staging directories (and nothing else) under
 // LibexecDir, so that one left by a killed run is recognised and removed.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,23 +46,16 @@ var keys = withForeignPolicies([]key{
 	{"progress", "auto", "progress", "download progress: auto, always or never"},
 	{"bundle", "", "bundle", "offline bundle to install from, instead of the network"},
 	{"auto_upgrade", false, "", "enable cco-upgrade.timer: a daily cco-install --upgrade all"},
-	{"claude.channel", "", "", "Claude Code release channel (stable when no version is pinned)"},
-	{"claude.version", "", "", "pinned Claude Code version"},
-	{"claude.base_url", "https://downloads.claude.ai/claude-code-releases", "", "Claude Code release store"},
-	{"claude.signing_key", "", "", "armored OpenPGP public key file for manifest signatures"},
-	{"claude.signing_fingerprint", "31DDDE24DDFAB679F42D7BD2BAA929FF1A7ECACE", "", "the expected fingerprint of claude.signing_key"},
 	{"platform", "", "", "Claude Code platform (linux-x64, linux-arm64, -musl); empty: detected from the target root"},
-	{"claude.managed_file", "dropin", "", "dropin (managed-settings.d/50-cco.json) or base (managed-settings.json)"},
-	{"codex.channel", "", "", "Codex release channel (latest when no version is pinned)"},
-	{"codex.version", "", "", "pinned Codex version"},
-	{"codex.base_urls", []string{"https://releases.openai.com/codex"}, "", "Codex release stores, in order"},
-	{"codex.github_base_url", "https://github.com/openai/codex/releases/download", "", "GitHub-layout fallback downloads (empty disables)"},
-	{"codex.github_api_url", "https://api.github.com/repos/openai/codex/releases/latest", "", "GitHub API for the fallback's latest release (empty disables)"},
-	{"unpack_limit", "4GiB", "", "most bytes an archive may unpack to"},
-	{"download.retries", 4, "", "retries of a failed download"},
-	{"download.backoff", "1s", "", "first retry delay (doubling)"},
-	{"download.timeout", "60s", "", "per-request timeout: connect, headers, or a stalled read"},
+	{"unpack_limit", fmt.Sprintf("%dGiB", vendorDefaults.UnpackLimit>>30), "", "most bytes an archive may unpack to"},
+	{"download.retries", vendorDefaults.Retries, "", "retries of a failed download"},
+	{"download.backoff", vendorDefaults.Backoff.String(), "", "first retry delay (doubling)"},
+	{"download.timeout", fmt.Sprintf("%.0fs", vendorDefaults.Timeout.Seconds()), "", "per-request timeout: connect, headers, or a stalled read"},
 })
+
+// keyChoices are the keys with a closed set of values (each agent's file
+// adds its own); every <agent>.foreign_policy is one too.
+var keyChoices = map[string][]string{"image": {"auto", "yes", "no"}}
 
 // withForeignPolicies adds <agent>.foreign_policy for every agent whose
 // policy files are owned or refused (managed.ForeignFile).
@@ -512,17 +507,13 @@ func (c *Config) decode() {
 		c.bad("unpack_limit", c.String("unpack_limit"), "want a size such as 4GiB or 500MiB")
 		c.UnpackLimit, _ = parseSize(c.String("unpack_limit"))
 	}
-	names := []string{"claude.managed_file", "image"}
-	allowed := map[string][]string{
-		"claude.managed_file": {"dropin", "base"},
-		"image":               {"auto", "yes", "no"},
-	}
+	allowed := maps.Clone(keyChoices)
 	for _, a := range agent.Names() {
 		if k := a + ".foreign_policy"; knownKey(k) {
-			names, allowed[k] = append(names, k), []string{managed.ForeignConflict, managed.ForeignWarn}
+			allowed[k] = []string{managed.ForeignConflict, managed.ForeignWarn}
 		}
 	}
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(allowed)) {
 		if v := c.String(name); !contains(allowed[name], v) {
 			c.bad(name, v, "want "+strings.Join(allowed[name], " or "))
 		}

@@ -169,7 +169,7 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 	// the shadow: an agent installed some other way must run the guard too.
 	steps = append(steps, wiring.Steps()...)
 	steps = append(steps, managed.Steps(managed.Config{
-		ClaudeManagedFile: cfg.String("claude.managed_file"),
+		ClaudeManagedFile: claudeManagedFile(cfg),
 		ForeignPolicy:     foreignPolicies(cfg),
 		Agents:            knownAgents,
 	})...)
@@ -220,14 +220,8 @@ func inContainer(root provision.FileReader) bool {
 func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Config, error) {
 	v := vendorfetch.DefaultConfig()
 	v.Agents = cfg.Agents
-	v.Claude.Channel, v.Claude.Version = cfg.String("claude.channel"), cfg.String("claude.version")
-	v.Claude.BaseURL, v.Claude.SigningKey = cfg.String("claude.base_url"), cfg.String("claude.signing_key")
-	v.Codex.Channel, v.Codex.Version = cfg.String("codex.channel"), cfg.String("codex.version")
-	v.Codex.BaseURLs = cfg.List("codex.base_urls")
-	v.Codex.GitHubBaseURL, v.Codex.GitHubAPIURL = cfg.String("codex.github_base_url"), cfg.String("codex.github_api_url")
 	v.UnpackLimit, v.Retries, v.Backoff, v.Timeout = cfg.UnpackLimit, cfg.Retries, cfg.Backoff, cfg.Timeout
 	v.Bundle, v.Progress, v.Log = cfg.Bundle, cfg.Progress, run.Log
-	v.Claude.SigningFingerprint = cfg.String("claude.signing_fingerprint")
 	v.Platform = cfg.String("platform")
 	v.Upgrade = map[string]bool{}
 	up, err := agentList("--upgrade", o.upgrade, cfg.Agents)
@@ -242,7 +236,7 @@ func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Con
 		v.AdoptExisting, v.Users = true, statusUsers(run.Root, cfg, run.Receipt)
 	}
 	v.Explicit = map[string]bool{}
-	vendorNpmConfig(cfg, &v)
+	vendorAgentConfig(cfg, &v)
 	if err := v.Validate(); err != nil {
 		return v, err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/provision/provisiontest"
 	"github.com/cco-dev/cco/vendorfetch"
 )
 
@@ -20,12 +21,7 @@ func TestVendorNpmKeys(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, ConfigPath), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		root, err := provision.OpenRoot(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { root.Close() })
-		return loadConfig(root, nil)
+		return loadConfig(provisiontest.Root(t, dir), nil)
 	}
 	for _, k := range []string{"CCO_AGENTS", "CCO_CLAUDE_SOURCE", "CCO_GEMINI_NODE", "CCO_NPM_KEYS"} {
 		t.Setenv(k, "")
@@ -44,9 +40,7 @@ registry = "https://npm.example.com/api/npm/remote/"
 	if err := cfg.Err(); err != nil {
 		t.Fatal(err)
 	}
-	root, _ := provision.OpenRoot(dir)
-	defer root.Close()
-	view := &provision.View{Root: root.ReadOnly(), Receipt: &provision.Receipt{}, Log: os.Stderr}
+	view := &provision.View{Root: provisiontest.Root(t, dir).ReadOnly(), Receipt: &provision.Receipt{}, Log: os.Stderr}
 	v, err := vendorConfig(cfg, view, &options{})
 	if err != nil {
 		t.Fatal(err)

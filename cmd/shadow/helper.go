@@ -61,7 +61,7 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		m, err := sandbox.ProbeJail()
 		if err != nil {
-			fmt.Fprintf(stderr, "cco sandbox-helper: refusing to run %s outside a cco jail: %v (start the agent as claude or codex instead)\n", rest[0], err)
+			fmt.Fprintf(stderr, "cco sandbox-helper: refusing to run %s outside a cco jail: %v (start the agent as %s instead)\n", rest[0], err, agent.List(agent.Names(), "or"))
 			return exitCannotRun
 		}
 		env, stay := os.Environ(), false
