@@ -35,16 +35,24 @@ options:
     description:
       - The agents whose vendor steps run (C(--agents)); an empty list runs
         none. Unset, install.toml's C(agents) key applies.
+      - Agent names such as C(claude), C(codex) or C(gemini); cco-install
+        checks them, and an unknown one fails the task with its message.
     type: list
     elements: str
   upgrade:
-    description: Upgrade C(claude), C(codex), C(gemini) or C(all) to the newest release of the configured channel (C(--upgrade)).
+    description:
+      - Upgrade an agent (such as C(claude), C(codex) or C(gemini)) or C(all)
+        to the newest release of the configured channel (C(--upgrade)).
+      - cco-install checks the name; an unknown one fails the task with its
+        message.
     type: str
-    choices: [claude, codex, gemini, all]
   rollback:
-    description: Switch C(claude), C(codex), C(gemini) or C(all) back to the previous installed version (C(--rollback)).
+    description:
+      - Switch an agent (such as C(claude), C(codex) or C(gemini)) or C(all)
+        back to the previous installed version (C(--rollback)).
+      - cco-install checks the name; an unknown one fails the task with its
+        message.
     type: str
-    choices: [claude, codex, gemini, all]
   bundle:
     description: An offline bundle to install the vendors from (C(--bundle)).
     type: path
@@ -67,7 +75,7 @@ EXAMPLES = r'''
   cco.agents.cco_install:
     agents: []
 
-- name: Upgrade both agents
+- name: Upgrade every agent the agents key names
   cco.agents.cco_install:
     upgrade: all
 
@@ -123,8 +131,10 @@ def main():
         argument_spec=common_args(
             state=dict(type='str', choices=['present', 'absent'], default='present'),
             agents=dict(type='list', elements='str'),
-            upgrade=dict(type='str', choices=['claude', 'codex', 'gemini', 'all']),
-            rollback=dict(type='str', choices=['claude', 'codex', 'gemini', 'all']),
+            # The agent names are cco-install's to check: a list here
+            # would go stale with the next agent.
+            upgrade=dict(type='str'),
+            rollback=dict(type='str'),
             bundle=dict(type='path'),
             force=dict(type='bool', default=False),
         ),
@@ -132,9 +142,6 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    for a in p['agents'] or []:
-        if a not in ('claude', 'codex', 'gemini'):
-            module.fail_json(msg='agents: %r is not an agent cco knows (claude, codex, gemini)' % a)
     path = find_binary(module, p['binary'])
     if path is None:
         if module.check_mode and p['state'] == 'present':
@@ -158,7 +165,9 @@ def main():
     problems = step_problems(report)
     what = 'conflicts' if rc == EXIT_CONFLICT else 'failed'
     if not problems:
-        problems = [(err or 'exit %d' % rc).strip()]
+        # A run refused before any step (an unknown agent, a bad key) says
+        # why in the report's error.
+        problems = [(report.get('error') or err or 'exit %d' % rc).strip()]
     result['msg'] = 'cco-install %s (exit %d): %s' % (what, rc, '; '.join(problems))
     module.fail_json(**result)
 
