@@ -105,6 +105,11 @@ func buildRoot() (string, error) {
 			return root, err
 		}
 	}
+	// Gemini's interpreter (the link the vendor step makes to gemini.node)
+	// is a shell that runs the script, here the fake agent.
+	if err := os.WriteFile(filepath.Join(root, "usr/libexec/cco/gemini/current/node"), []byte("#!/bin/sh\nexec \"$@\"\n"), 0o755); err != nil {
+		return root, err
+	}
 	for _, g := range []string{"session-start", "prompt-gate"} {
 		if err := os.WriteFile(filepath.Join(root, "usr/libexec/cco/guard", g), []byte("#!/bin/sh\nexec /usr/libexec/cco/sandbox-helper guard "+g+"\n"), 0o755); err != nil {
 			return root, err

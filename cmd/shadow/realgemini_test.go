@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -27,7 +28,8 @@ func TestRealGeminiThroughTheShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The package in place of the fake agent, readable by every user.
+	// The package in place of the fake agent, readable by every user, and
+	// the host's Node as the vendor step links it (gemini.node).
 	current := filepath.Join(root, "usr/libexec/cco/gemini/current")
 	if err := os.RemoveAll(current); err != nil {
 		t.Fatal(err)
@@ -36,9 +38,22 @@ func TestRealGeminiThroughTheShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(abs, current); err != nil {
-		t.Fatal(err)
+	node, err := exec.LookPath("node")
+	if err == nil {
+		node, err = filepath.EvalSymlinks(node)
 	}
+	if err != nil {
+		t.Fatalf("node: %v (fix: apt-get install nodejs)", err)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Mkdir(current, 0o755))
+	must(os.Symlink(filepath.Join(abs, "bundle"), filepath.Join(current, "bundle")))
+	must(os.Symlink(filepath.Join(abs, "package.json"), filepath.Join(current, "package.json")))
+	must(os.Symlink(node, filepath.Join(current, "node")))
 	if err := os.WriteFile(filepath.Join(root, "etc/cco/sandbox.toml"), []byte("egress = \"off\"\npass_env = [\"GEMINI_API_KEY\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
