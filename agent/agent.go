@@ -64,6 +64,11 @@ type Profile struct {
 	// login. The verifier accepts them in this agent's jail and reports them
 	// in any other's.
 	Credentials []string
+	// ChildEnv are variables the agent itself sets for the processes it
+	// starts, its hooks among them (never passed in from the host: the
+	// jail's environment is an allow-list). The verifier does not take
+	// them for host tokens.
+	ChildEnv []string
 	// Secrets are the home files that hold this agent's login: no other
 	// agent's jail may read them.
 	Secrets []string
@@ -144,7 +149,9 @@ var table = map[string]*Profile{
 		Upgrade:           "claude",
 		Default:           true,
 		Credentials:       []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
-		Secrets:           []string{".claude/.credentials.json", ".claude.json", ".claude/.claude.json"},
+		// Claude Code hands its messaging inbox's token to its children.
+		ChildEnv: []string{"CLAUDE_CODE_MESSAGING_TOKEN"},
+		Secrets:  []string{".claude/.credentials.json", ".claude.json", ".claude/.claude.json"},
 		Egress: []string{
 			"api.anthropic.com", "console.anthropic.com", "statsig.anthropic.com",
 			"claude.ai", "platform.claude.com",

@@ -177,11 +177,13 @@ var hostTokens = []string{
 }
 
 // checkEnvTokens: the agent's own credential variables (its profile's
-// Credentials) may be passed; host tokens and every other agent's may not.
+// Credentials) may be passed, and the agent's own variables for its
+// children (ChildEnv) may be there; host tokens and every other agent's
+// may not.
 func checkEnvTokens(m *sandbox.Marker, env map[string]string) error {
 	own := map[string]bool{}
 	if p := profile(m); p != nil {
-		for _, k := range p.Credentials {
+		for _, k := range slices.Concat(p.Credentials, p.ChildEnv) {
 			own[k] = true
 		}
 	}

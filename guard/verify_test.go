@@ -3,9 +3,11 @@ package guard
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox"
 )
 
@@ -51,5 +53,33 @@ func TestVerifierChecks(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, c.wantErr)
 			}
 		})
+	}
+}
+
+// A variable the agent sets for its own children (its profile's ChildEnv,
+// such as Claude Code's CLAUDE_CODE_MESSAGING_TOKEN for its hooks) is no
+// host token in its own jail; in another agent's jail it still is.
+func TestVerifierChildEnv(t *testing.T) {
+	if p, _ := agent.Lookup("claude"); !slices.Contains(p.ChildEnv, "CLAUDE_CODE_MESSAGING_TOKEN") {
+		t.Fatalf("claude's ChildEnv %q lacks CLAUDE_CODE_MESSAGING_TOKEN", p.ChildEnv)
+	}
+	for _, name := range agent.Names() {
+		p, _ := agent.Lookup(name)
+		m := &sandbox.Marker{Schema: 1, Agent: name, Egress: "off"}
+		for _, k := range p.ChildEnv {
+			if err := checkEnvTokens(m, map[string]string{k: "x"}); err != nil {
+				t.Errorf("%s's own %s reported: %v", name, k, err)
+			}
+			for _, other := range agent.Names() {
+				op, _ := agent.Lookup(other)
+				if other == name || slices.Contains(op.ChildEnv, k) {
+					continue
+				}
+				om := &sandbox.Marker{Schema: 1, Agent: other, Egress: "off"}
+				if err := checkEnvTokens(om, map[string]string{k: "x"}); err == nil {
+					t.Errorf("%s's %s passes in %s's jail", name, k, other)
+				}
+			}
+		}
 	}
 }

@@ -210,16 +210,12 @@ func TestRealClaudeThroughTheShadow(t *testing.T) {
 			var verdict struct{ SystemMessage string }
 			json.Unmarshal([]byte(start), &verdict)
 			switch msg := verdict.SystemMessage; {
+			// As uid 0 in the jail Claude Code opens its messaging inbox
+			// (/tmp/cc-socks/<n>.sock) and hands its children, the hooks
+			// among them, the inbox's token in CLAUDE_CODE_MESSAGING_TOKEN:
+			// the agent's own variable (its profile's ChildEnv), which the
+			// verifier must not report as a host token.
 			case strings.HasPrefix(msg, "cco guard: inside a cco jail for claude"):
-			case u.uid == 0 && strings.HasPrefix(msg, "cco guard: jail check FAILED (1 of ") &&
-				strings.Contains(msg, "): no host tokens in env: CLAUDE_CODE_MESSAGING_TOKEN set."):
-				// Known, and not the jail's: as uid 0 in the jail Claude Code
-				// opens its messaging inbox (/tmp/cc-socks/<n>.sock) and gives
-				// its children, the hooks among them, the inbox's token in
-				// CLAUDE_CODE_MESSAGING_TOKEN, which the verifier's env check
-				// takes for a host token (any *_TOKEN). The verifier ran in
-				// the jail, which is what this test needs of it.
-				t.Logf("the verifier's known false finding as root: %s", msg)
 			default:
 				t.Errorf("the guard's SessionStart verifier did not report the jail (its output: %q):\n%s", start, text)
 			}
