@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/testenv"
+	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 )
 
 // BenchmarkLaunch times, in one run and interleaved, every line of the
@@ -26,6 +29,10 @@ import (
 // medians; the ratios are the budget's (docs/explanation/launch-path.md):
 // <= 1.3 for the default path, <= 1.5 on a terminal, <= 1.2 nested. Their
 // units are plain names (underscores), which bench/ratios lists as they are.
+// Two more lines split the difference: jail_<user>/reference_<user> is
+// the jail's own mounts (bare bwrap with the argv the shadow plans, the
+// agent straight from bwrap, egress off) against the reference, and
+// claude_<user>/jail_<user> the shadow's own work against that jail.
 func BenchmarkLaunch(b *testing.B) {
 	testenv.RequireRoot(b)
 	root := systemRoot(b)
@@ -42,18 +49,31 @@ func BenchmarkLaunch(b *testing.B) {
 		home, ws string
 	}
 	users := []*user{{name: "root"}, {name: "nobody", uid: 65534, gid: 65534}}
-	for _, u := range users {
-		base := testenv.WorkDir(b)
-		u.home, u.ws = base+"/home-"+u.name, base+"/ws-"+u.name
-		for _, d := range []string{u.home + "/.claude", u.home + "/.codex", u.ws + "/.git/hooks"} {
+	world := func(u *user, home, ws string) {
+		for _, d := range []string{home + "/.claude", home + "/.codex", ws + "/.git/hooks"} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				b.Fatal(err)
 			}
 		}
-		os.WriteFile(u.home+"/.claude/settings.json", []byte("{}"), 0o644)
-		os.WriteFile(u.ws+"/.git/config", nil, 0o644)
+		os.WriteFile(home+"/.claude/settings.json", []byte("{}"), 0o644)
+		os.WriteFile(ws+"/.git/config", nil, 0o644)
+	}
+	// jails are bare bwrap running the argv the shadow plans for the same
+	// launch, as the same user, with the agent straight from bwrap (egress
+	// off, no helper, no proxy): the jail's mounts alone. They run in a
+	// copy of the user's world, whose mount points are made once, so that
+	// the shadow's world keeps its own.
+	jails := map[string]*bareBwrap{}
+	for _, u := range users {
+		base := testenv.WorkDir(b)
+		u.home, u.ws = base+"/home-"+u.name, base+"/ws-"+u.name
+		world(u, u.home, u.ws)
+		jhome, jws := base+"/jail-home-"+u.name, base+"/jail-ws-"+u.name
+		world(u, jhome, jws)
 		filepath.Walk(base, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, u.uid, u.gid) })
 		os.Chmod(u.home, 0o700)
+		os.Chmod(jhome, 0o700)
+		jails[u.name] = planJail(b, root, u.name, u.uid, jhome, jws)
 	}
 	cmd := func(u *user, tty *os.File, argv ...string) *exec.Cmd {
 		c := exec.Command(argv[0], argv[1:]...)
@@ -92,6 +112,15 @@ func BenchmarkLaunch(b *testing.B) {
 		u := u
 		runs = append(runs,
 			run{"reference-" + u.name, func() *exec.Cmd { return reference(u, ".claude", nil) }},
+			run{"jail-" + u.name, func() *exec.Cmd {
+				c, _ := jails[u.name].cmd(b)
+				c.Stdin, c.Stdout, c.Stderr = null, null, null
+				c.SysProcAttr = &syscall.SysProcAttr{}
+				if u.uid != 0 {
+					c.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid)}
+				}
+				return c
+			}},
 			run{"claude-" + u.name, func() *exec.Cmd { return shadow(u, "claude", nil) }},
 			run{"codex-" + u.name, func() *exec.Cmd { return shadow(u, "codex", nil) }})
 	}
@@ -104,10 +133,14 @@ func BenchmarkLaunch(b *testing.B) {
 		for _, r := range runs {
 			c := r.cmd()
 			s := time.Now()
-			if err := c.Run(); err != nil {
+			err := c.Run()
+			times[r.name] = append(times[r.name], time.Since(s))
+			for _, f := range c.ExtraFiles {
+				f.Close()
+			}
+			if err != nil {
 				b.Fatalf("%s: %v", r.name, err)
 			}
-			times[r.name] = append(times[r.name], time.Since(s))
 		}
 	}
 	b.StopTimer()
@@ -125,6 +158,12 @@ func BenchmarkLaunch(b *testing.B) {
 		}
 	}
 	b.ReportMetric(median(times["claude-pty"])/median(times["reference-pty"]), "claude_pty/reference_pty")
+	// Where the difference lies: the jail's own mounts against the
+	// reference, and the shadow's own work against the jail alone.
+	for _, u := range users {
+		b.ReportMetric(median(times["jail-"+u.name])/median(times["reference-"+u.name]), "jail_"+u.name+"/reference_"+u.name)
+		b.ReportMetric(median(times["claude-"+u.name])/median(times["jail-"+u.name]), "claude_"+u.name+"/jail_"+u.name)
+	}
 
 	// Nested: from inside a jail, the shadow again against the vendor
 	// binary itself, timed there in turn.
@@ -145,4 +184,32 @@ func BenchmarkLaunch(b *testing.B) {
 	b.ReportMetric(nestedUS, "nested-µs")
 	b.ReportMetric(directUS, "direct-exec-µs")
 	b.ReportMetric(nestedUS/directUS, "nested/direct_exec")
+}
+
+// planJail is bare bwrap running the jail the shadow plans for claude in
+// home and ws, as uid, with egress off and the agent straight from bwrap.
+// Its mount points are made here, once, and stay.
+func planJail(b *testing.B, root, name string, uid int, home, ws string) *bareBwrap {
+	b.Helper()
+	sandbox.SystemRoot = root
+	defer func() { sandbox.SystemRoot = "" }()
+	p, _ := agent.Lookup("claude")
+	spec, prep, err := sandbox.Plan(&sandbox.Launch{Profile: p, Config: &sandbox.Config{}, Home: home, User: name, UID: uid,
+		Cwd: ws, Environ: []string{"HOME=" + home, "USER=" + name, "TERM=xterm"}, Session: "bench",
+		Args: []string{"probe", params(map[string]any{"mode": "exit"})}, Direct: true, Egress: policy.ModeOff})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, ph := range prep.Placeholders {
+		if ph.Dir {
+			err = os.Mkdir(ph.Path, 0o700)
+		} else {
+			err = os.WriteFile(ph.Path, []byte(ph.Data), 0o600)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		os.Lchown(ph.Path, uid, uid)
+	}
+	return newBareBwrap(b, spec, ws)
 }
