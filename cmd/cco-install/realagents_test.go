@@ -38,40 +38,13 @@ func emptyTarball(t *testing.T) []byte {
 // here), then runs each installed agent's --version with no network.
 func TestRealAgentsFromNpm(t *testing.T) {
 	realagents.Require(t)
-	if runtime.GOARCH != "amd64" {
-		t.Fatalf("the pinned packs are the linux-x64 builds; this machine is %s", runtime.GOARCH)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("Gemini CLI needs Node.js 20 or later on PATH (package nodejs): %v", err)
-	}
-	reg := npmtest.New(t)
-	gv := realagents.Gemini.Version
-	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmGemini, Version: gv, TarballFile: packFile(t, realagents.Gemini), Engines: map[string]string{"node": ">=20"}, Tags: []string{"latest"}})
-	claudePkg := realagents.Claude.Name
-	cv := realagents.Claude.Version
-	reg.Publish(npmtest.Pub{Name: claudePkg, Version: cv, TarballFile: packFile(t, realagents.Claude)})
-	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmClaude, Version: cv, Tarball: emptyTarball(t), Optional: map[string]string{claudePkg: cv}, Tags: []string{"latest"}})
-	xv := realagents.Codex.Version
-	codexV := strings.TrimSuffix(xv, "-linux-x64")
-	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: xv, TarballFile: packFile(t, realagents.Codex)})
-	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: codexV, Tarball: emptyTarball(t), Optional: map[string]string{vendorfetch.NpmCodex + "-linux-x64": "npm:" + vendorfetch.NpmCodex + "@" + xv}, Tags: []string{"latest"}})
-
+	reg, env := realRegistry(t)
+	gv, cv := realagents.Gemini.Version, realagents.Claude.Version
+	codexV := strings.TrimSuffix(realagents.Codex.Version, "-linux-x64")
 	root := t.TempDir()
-	// The target's Node is the host's, inside the root (found on the
-	// system PATH there): a link out of the root would not resolve in it.
-	os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755)
-	if err := linkOrCopy(node, filepath.Join(root, "usr/bin/node")); err != nil {
-		t.Fatal(err)
-	}
+	hostNodeIn(t, root)
 	shadow := filepath.Join(t.TempDir(), "shadow")
 	os.WriteFile(shadow, []byte("#!/bin/sh\necho shadow\n"), 0o755)
-	env := []string{
-		"CCO_AGENTS=claude,codex," + vendorfetch.AgentGemini,
-		"CCO_CLAUDE_SOURCE=npm", "CCO_CODEX_SOURCE=npm",
-		"CCO_CLAUDE_REGISTRY=" + reg.URL(), "CCO_CODEX_REGISTRY=" + reg.URL(), "CCO_GEMINI_REGISTRY=" + reg.URL(),
-		"CCO_NPM_KEYS=" + reg.KeysFile, "CCO_PROGRESS=never",
-	}
 	r := runReport(t, installer(t, root, shadow, env))
 	if r.Failed != 0 {
 		t.Fatalf("install: %+v", r)
@@ -111,6 +84,48 @@ func TestRealAgentsFromNpm(t *testing.T) {
 	r = runReport(t, installer(t, root, shadow, env))
 	if r.Failed != 0 || r.Changed != 0 {
 		t.Errorf("second run: %+v", r)
+	}
+}
+
+// realRegistry serves the pinned packs (the shared cache) from a test
+// registry on loopback, as the vendors publish them on npm, and returns it
+// with cco-install's settings that install all three agents from it.
+func realRegistry(t *testing.T) (*npmtest.Registry, []string) {
+	t.Helper()
+	if runtime.GOARCH != "amd64" {
+		t.Fatalf("the pinned packs are the linux-x64 builds; this machine is %s", runtime.GOARCH)
+	}
+	reg := npmtest.New(t)
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmGemini, Version: realagents.Gemini.Version, TarballFile: packFile(t, realagents.Gemini), Engines: map[string]string{"node": ">=20"}, Tags: []string{"latest"}})
+	claudePkg := realagents.Claude.Name
+	cv := realagents.Claude.Version
+	reg.Publish(npmtest.Pub{Name: claudePkg, Version: cv, TarballFile: packFile(t, realagents.Claude)})
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmClaude, Version: cv, Tarball: emptyTarball(t), Optional: map[string]string{claudePkg: cv}, Tags: []string{"latest"}})
+	xv := realagents.Codex.Version
+	codexV := strings.TrimSuffix(xv, "-linux-x64")
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: xv, TarballFile: packFile(t, realagents.Codex)})
+	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: codexV, Tarball: emptyTarball(t), Optional: map[string]string{vendorfetch.NpmCodex + "-linux-x64": "npm:" + vendorfetch.NpmCodex + "@" + xv}, Tags: []string{"latest"}})
+	return reg, []string{
+		"CCO_AGENTS=claude,codex," + vendorfetch.AgentGemini,
+		"CCO_CLAUDE_SOURCE=npm", "CCO_CODEX_SOURCE=npm",
+		"CCO_CLAUDE_REGISTRY=" + reg.URL(), "CCO_CODEX_REGISTRY=" + reg.URL(), "CCO_GEMINI_REGISTRY=" + reg.URL(),
+		"CCO_NPM_KEYS=" + reg.KeysFile, "CCO_PROGRESS=never",
+	}
+}
+
+// hostNodeIn puts the host's Node in root as the target's (found on the
+// system PATH there): a link out of the root would not resolve in it.
+func hostNodeIn(t *testing.T, root string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("Gemini CLI needs Node.js 20 or later on PATH (package nodejs): %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := linkOrCopy(node, filepath.Join(root, "usr/bin/node")); err != nil {
+		t.Fatal(err)
 	}
 }
 
