@@ -54,6 +54,7 @@ func TestScripts(t *testing.T) {
 			// from httptest and set the agents themselves.
 			env.Setenv("CCO_AGENTS", "")
 			env.Values[storeKey{}] = new(storeBox)
+			env.Values[npmKey{}] = &npmBox{t: t}
 			env.Setenv("ROOT", filepath.Join(env.WorkDir, "root"))
 			return os.MkdirAll(filepath.Join(env.WorkDir, "root"), 0o755)
 		},
@@ -61,6 +62,8 @@ func TestScripts(t *testing.T) {
 			"treehash":    cmdTreehash,
 			"jsonfield":   cmdJSONField,
 			"vendorstore": cmdVendorStore,
+			"npmregistry": cmdNpmRegistry,
+			"envsubst":    cmdEnvsubst,
 			"flipbyte": func(ts *testscript.TestScript, neg bool, args []string) {
 				b := []byte(ts.ReadFile(args[0]))
 				b[len(b)/2] ^= 1
