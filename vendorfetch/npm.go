@@ -328,7 +328,7 @@ func (n *npmSource) fetchTarball(ctx context.Context, tr source, version, target
 	}
 	if got := h.Sum(nil); string(got) != string(want) {
 		unix.Unlinkat(int(dir.Fd()), "package.tgz.partial", 0)
-		return nil, fmt.Errorf("%s: sha512 %s, but dist.integrity says %s (integrity mismatch): refusing it", rel.url, base64.StdEncoding.EncodeToString(got), m.Dist.Integrity)
+		return nil, fmt.Errorf("%s: sha512 %s, but dist.integrity says %s (integrity mismatch): refusing it; nothing was installed (fix: have the registry, or the remote whose cache serves it, fetch that tarball again, then run cco-install again)", rel.url, base64.StdEncoding.EncodeToString(got), m.Dist.Integrity)
 	}
 	if err := renameIn(dir, "package.tgz.partial", "package.tgz"); err != nil {
 		return nil, err

@@ -136,7 +136,7 @@ func verifyNpmSignatures(keys []npmKey, sigs []npmSignature, name, version, inte
 		}
 		der, err := base64.StdEncoding.DecodeString(s.Sig)
 		if err != nil || !ecdsa.VerifyASN1(key.pub, msg[:], der) {
-			return "", fmt.Errorf("the registry signature of %s@%s by key %s (%s) does not verify: the packument or its integrity was altered; refusing it", name, version, s.KeyID, key.from)
+			return "", fmt.Errorf("the registry signature of %s@%s by key %s (%s) does not verify: the packument or its integrity was altered; refusing it; nothing was installed (fix: find who changed the registry's copy of %s@%s, and check npm_keys names this registry's keys)", name, version, s.KeyID, key.from, name, version)
 		}
 		good = s.KeyID
 	}
