@@ -288,40 +288,6 @@ exec "$@"`
 	c.Dir = u.ws
 	c.Env = append([]string{"HOME=" + u.home, "USER=" + u.name, "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=dumb", "LANG=C.UTF-8", "NO_COLOR=1"}, key...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	f, err := os.Create(u.to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	output := func() string { b, _ := os.ReadFile(u.to); return string(b) }
-	c.Stdout, c.Stderr, c.Stdin = f, f, strings.NewReader("")
 	defer testenv.Launching(t)()
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-	deadline := time.After(75 * time.Second)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-wait:
-	for {
-		select {
-		case <-exited:
-			return output()
-		case <-deadline:
-			t.Errorf("%v did not get as far as expected in 75 s", argv)
-			break wait
-		case <-tick.C:
-			if done != "" && strings.Contains(output(), done) {
-				break wait
-			}
-		}
-	}
-	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-	}
-	return output()
+	return realagents.RunUntil(t, c, u.to, 75*time.Second, func(s string) bool { return done != "" && strings.Contains(s, done) })
 }

@@ -51,38 +51,6 @@ func loginRoot(t *testing.T, vendor, sandboxToml string, place func(current stri
 	return root
 }
 
-// waitFor polls output until done holds, c exits, or the deadline passes;
-// then it kills c's process group (c runs in one of its own) and returns
-// the output.
-func waitFor(t *testing.T, c *exec.Cmd, output func() string, within time.Duration, done func(string) bool) string {
-	t.Helper()
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-	deadline := time.After(within)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-wait:
-	for {
-		select {
-		case <-exited:
-			return output()
-		case <-deadline:
-			break wait
-		case <-tick.C:
-			if done(output()) {
-				break wait
-			}
-		}
-	}
-	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		t.Errorf("the shadow did not end after SIGKILL to its process group")
-	}
-	return output()
-}
-
 // loopbackRedirect matches a redirect to this machine, escaped or not.
 var loopbackRedirect = regexp.MustCompile(`(?i)redirect_uri=(https?(://|%3A%2F%2F))?(localhost|127\.0\.0\.1|\[?::1\]?|%5B%3A%3A1%5D)`)
 
@@ -163,7 +131,7 @@ func TestClaudeLoginURLThroughTheJail(t *testing.T) {
 			}
 			stdin.Close()
 			output := func() string { b, _ := os.ReadFile(outPath); return string(b) }
-			text := waitFor(t, c, output, 60*time.Second, func(s string) bool {
+			text := realagents.WaitFor(t, c, output, 60*time.Second, func(s string) bool {
 				return strings.Contains(s, visit) && strings.Contains(s, prompt)
 			})
 			if !strings.Contains(text, visit) || !strings.Contains(text, prompt) {
@@ -286,7 +254,7 @@ func geminiLogin(t *testing.T, root string, u runAs) []string {
 		return strings.ReplaceAll(termEscapes.ReplaceAllString(out.String(), ""), "\r", "")
 	}
 	var env []string
-	text := waitFor(t, c, output, 45*time.Second, func(s string) bool {
+	text := realagents.WaitFor(t, c, output, 45*time.Second, func(s string) bool {
 		i := strings.Index(s, visit)
 		if i < 0 || !strings.Contains(s[i:], prompt) {
 			return false

@@ -130,47 +130,12 @@ exec "$@"`
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 }
 
-// runUntil starts c with its output in a file and waits until it exits,
-// done(output) holds, or 75 s pass; then it kills c's process group and
-// returns the output.
+// runUntil runs c as realagents.RunUntil does, for at most 75 s, holding
+// the lock of the tests that launch the shadow.
 func runUntil(t *testing.T, c *exec.Cmd, outPath string, done func(string) bool) string {
 	t.Helper()
-	f, err := os.Create(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	output := func() string { b, _ := os.ReadFile(outPath); return string(b) }
-	c.Stdout, c.Stderr, c.Stdin = f, f, strings.NewReader("")
 	defer testenv.Launching(t)()
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-	deadline := time.After(75 * time.Second)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-wait:
-	for {
-		select {
-		case <-exited:
-			return output()
-		case <-deadline:
-			t.Errorf("the agent did not get as far as expected in 75 s")
-			break wait
-		case <-tick.C:
-			if done(output()) {
-				break wait
-			}
-		}
-	}
-	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-	}
-	return output()
+	return realagents.RunUntil(t, c, outPath, 75*time.Second, done)
 }
 
 // The real Claude Code through the shadow, headless (-p hello), as uid 65534

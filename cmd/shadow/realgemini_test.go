@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,46 +59,8 @@ func TestRealGeminiThroughTheShadow(t *testing.T) {
 	w := newWorld(t, asNobody)
 	c := w.cmd(root, "gemini", w.ws, "-p", "hello")
 	c.Env = append(c.Env, "GEMINI_API_KEY=dummy-key-for-an-offline-test", "NO_COLOR=1")
-	c.SysProcAttr.Setpgid = true
-	// The output goes to a file, which the test reads while gemini runs.
-	outPath := filepath.Join(w.base, "gemini.out")
-	outFile, err := os.Create(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outFile.Close()
-	output := func() string { b, _ := os.ReadFile(outPath); return string(b) }
-	c.Stdout, c.Stderr, c.Stdin = outFile, outFile, strings.NewReader("")
 	defer testenv.Launching(t)()
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	// Gemini retries an unreachable model for minutes: the first failed
-	// attempt is the answer.
-	deadline := time.After(90 * time.Second)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-wait:
-	for {
-		select {
-		case <-done:
-			break wait
-		case <-deadline:
-			break wait
-		case <-tick.C:
-			if strings.Contains(output(), "fetch failed") {
-				break wait
-			}
-		}
-	}
-	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-	}
-	text := output()
+	text := realagents.RunUntil(t, c, filepath.Join(w.base, "gemini.out"), 90*time.Second, func(s string) bool { return strings.Contains(s, "fetch failed") })
 	if !strings.Contains(text, "fetch failed") {
 		t.Fatalf("gemini did not get as far as the model call:\n%s", text)
 	}
