@@ -49,7 +49,7 @@ func BenchmarkLaunch(b *testing.B) {
 		home, ws string
 	}
 	users := []*user{{name: "root"}, {name: "nobody", uid: 65534, gid: 65534}}
-	world := func(u *user, home, ws string) {
+	world := func(home, ws string) {
 		for _, d := range []string{home + "/.claude", home + "/.codex", ws + "/.git/hooks"} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				b.Fatal(err)
@@ -67,9 +67,9 @@ func BenchmarkLaunch(b *testing.B) {
 	for _, u := range users {
 		base := testenv.WorkDir(b)
 		u.home, u.ws = base+"/home-"+u.name, base+"/ws-"+u.name
-		world(u, u.home, u.ws)
+		world(u.home, u.ws)
 		jhome, jws := base+"/jail-home-"+u.name, base+"/jail-ws-"+u.name
-		world(u, jhome, jws)
+		world(jhome, jws)
 		filepath.Walk(base, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, u.uid, u.gid) })
 		os.Chmod(u.home, 0o700)
 		os.Chmod(jhome, 0o700)

@@ -23,12 +23,12 @@ func labelsEndWith(host, suffix string, below bool) bool {
 	return slices.Equal(h[len(h)-len(s):], s)
 }
 
-// FuzzParse feeds Parse any sandbox.toml for any agent of agent.Names() and
-// checks what the shadow and the proxy rely on. A bad document is an error that starts with the key to
-// fix. A good one gives a valid policy that survives the trip to the proxy
-// (Encode, Decode) unchanged, whose host rules are normalised and match
-// exactly the names they state, whose addresses are masked prefixes, and
-// whose ports are distinct and in range.
+// FuzzParse feeds Parse any sandbox.toml for any agent of agent.Names()
+// and checks what the shadow and the proxy rely on. A bad document is an
+// error that starts with the key to fix. A good one gives a valid policy
+// that survives the trip to the proxy (Encode, Decode) unchanged, whose
+// host rules are normalised and match exactly the names they state, whose
+// addresses are masked prefixes, and whose ports are distinct and in range.
 func FuzzParse(f *testing.F) {
 	for _, doc := range []string{
 		"",
