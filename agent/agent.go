@@ -31,17 +31,23 @@ type Profile struct {
 	Interpreter string
 	// Login are the home paths bound read-write: the agent's own login state.
 	Login []string
-	// HomeReadOnly are files inside Login that name commands to run; they are
-	// re-bound read-only so that a session cannot plant a persistence hook.
+	// HomeReadOnly are the paths inside Login that the vendor loads at
+	// start and that can name commands to run (settings, env files, hook,
+	// MCP and extension config, trusted-folder lists); they are re-bound
+	// read-only so that a session cannot plant a persistence hook. An
+	// entry ending in "/" is a directory (a missing one shows empty).
 	HomeReadOnly []string
 	// Masks are home paths covered by an empty tmpfs (after Login's binds).
 	Masks []string
-	// WorkspaceDir is the agent's directory in a workspace. Every profile's
-	// is protected in every jail, as a tree, because the next agent started
-	// in the workspace would run what it holds.
-	WorkspaceDir string
-	// WorkspaceReadOnly are the agent's hook-carrying settings files in
-	// WorkspaceDir (workspace-relative); they are re-bound read-only.
+	// WorkspaceDirs are the agent's directories in a workspace
+	// (workspace-relative, ".github/hooks" may be nested). Every profile's
+	// are protected in every jail, as trees, because the next agent started
+	// in the workspace would run what they hold.
+	WorkspaceDirs []string
+	// WorkspaceReadOnly are the agent's hook-carrying settings files
+	// (workspace-relative), in WorkspaceDirs or at the workspace's top
+	// (opencode.json); they are re-bound read-only, and a missing one shows
+	// as a stand-in.
 	WorkspaceReadOnly []string
 	// Env is set inside the jail (KEY=VALUE).
 	Env []string
@@ -139,7 +145,7 @@ var table = map[string]*Profile{
 		Login:             []string{".claude"},
 		HomeReadOnly:      []string{".claude/settings.json"},
 		Masks:             []string{".local/share/claude"},
-		WorkspaceDir:      ".claude",
+		WorkspaceDirs:     []string{".claude"},
 		WorkspaceReadOnly: []string{".claude/settings.json", ".claude/settings.local.json"},
 		Env:               []string{"DISABLE_AUTOUPDATER=1", "DISABLE_UPDATES=1"},
 		ConfigDirEnv:      "CLAUDE_CONFIG_DIR",
@@ -175,7 +181,7 @@ var table = map[string]*Profile{
 		Login:             []string{".codex"},
 		HomeReadOnly:      []string{".codex/config.toml"},
 		Masks:             []string{".codex/packages"},
-		WorkspaceDir:      ".codex",
+		WorkspaceDirs:     []string{".codex"},
 		WorkspaceReadOnly: []string{".codex/config.toml"},
 		Env:               []string{"CODEX_UPDATE_DISABLED=1"},
 		Upgrade:           "codex",
@@ -205,7 +211,7 @@ var table = map[string]*Profile{
 		Interpreter:       "/usr/libexec/cco/gemini/current/node",
 		Login:             []string{".gemini"},
 		HomeReadOnly:      []string{".gemini/settings.json"},
-		WorkspaceDir:      ".gemini",
+		WorkspaceDirs:     []string{".gemini"},
 		WorkspaceReadOnly: []string{".gemini/settings.json"},
 		// GEMINI_SANDBOX=false wins over --sandbox and the settings (its
 		// docker/podman sandbox cannot run in the jail, which is the
@@ -347,11 +353,11 @@ func LoginDirs() []string {
 	return out
 }
 
-// WorkspaceDirs is every profile's WorkspaceDir, in table order.
+// WorkspaceDirs is every profile's WorkspaceDirs, in table order.
 func WorkspaceDirs() []string {
 	var out []string
 	for _, n := range Names() {
-		out = append(out, table[n].WorkspaceDir)
+		out = append(out, table[n].WorkspaceDirs...)
 	}
 	return out
 }
