@@ -70,6 +70,10 @@ type Profile struct {
 	// login. The verifier accepts them in this agent's jail and reports them
 	// in any other's.
 	Credentials []string
+	// ProviderEnv are the agent's non-secret provider variables (base URL,
+	// model, the cloud-provider switches). They and Credentials pass into
+	// this agent's jail from the host by default, and never into another's.
+	ProviderEnv []string
 	// ChildEnv are variables the agent itself sets for the processes it
 	// starts, its hooks among them (never passed in from the host: the
 	// jail's environment is an allow-list). The verifier does not take
