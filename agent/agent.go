@@ -158,7 +158,15 @@ var table = map[string]*Profile{
 		Watched:           []string{".claude/.claude.json"},
 		Upgrade:           "claude",
 		Default:           true,
-		Credentials:       []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
+		Credentials: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+			"ANTHROPIC_CUSTOM_HEADERS", "AWS_BEARER_TOKEN_BEDROCK"},
+		// Claude Code's provider settings: its gateway, its models, and
+		// the Bedrock and Vertex switches with their region and project.
+		ProviderEnv: []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL",
+			"ANTHROPIC_DEFAULT_OPUS_MODEL", "ANTHROPIC_DEFAULT_SONNET_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+			"CLAUDE_CODE_USE_BEDROCK", "ANTHROPIC_BEDROCK_BASE_URL", "CLAUDE_CODE_SKIP_BEDROCK_AUTH", "AWS_REGION",
+			"CLAUDE_CODE_USE_VERTEX", "ANTHROPIC_VERTEX_BASE_URL", "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+			"ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION"},
 		// Claude Code hands its messaging inbox's token to its children.
 		ChildEnv: []string{"CLAUDE_CODE_MESSAGING_TOKEN"},
 		Secrets:  []string{".claude/.credentials.json", ".claude.json", ".claude/.claude.json"},
@@ -191,6 +199,7 @@ var table = map[string]*Profile{
 		Upgrade:           "codex",
 		Default:           true,
 		Credentials:       []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
+		ProviderEnv:       []string{"OPENAI_BASE_URL", "OPENAI_ORGANIZATION", "OPENAI_PROJECT"},
 		Secrets:           []string{".codex/auth.json"},
 		Egress:            []string{"api.openai.com", "auth.openai.com", "chatgpt.com", "*.chatgpt.com"},
 		Installers: Installers{
@@ -229,6 +238,9 @@ var table = map[string]*Profile{
 			"NO_BROWSER=true"},
 		Upgrade:     "gemini",
 		Credentials: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_ACCESS_TOKEN"},
+		// Vertex AI and Code Assist switches, the project and the model.
+		ProviderEnv: []string{"GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI",
+			"GOOGLE_GENAI_USE_GCA", "GEMINI_MODEL", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL"},
 		Secrets: []string{".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".gemini/gemini-credentials.json",
 			".gemini/mcp-oauth-tokens.json"},
 		Egress: []string{

@@ -21,10 +21,10 @@ type argvCheck struct {
 }
 
 // find returns the index of the first occurrence of the option op with
-// exactly these operands, or -1.
+// exactly these operands ("*" matches any one), or -1.
 func (c *argvCheck) find(op string, operands ...string) int {
 	for i := 0; i+len(operands) < len(c.argv); i++ {
-		if c.argv[i] == op && slices.Equal(c.argv[i+1:i+1+len(operands)], operands) {
+		if c.argv[i] == op && slices.EqualFunc(c.argv[i+1:i+1+len(operands)], operands, func(a, w string) bool { return w == "*" || a == w }) {
 			// Only before "--": after it come the command's arguments.
 			if j := slices.Index(c.argv, "--"); j >= 0 && i > j {
 				return -1
@@ -82,7 +82,7 @@ func (c *argvCheck) order(mounts ...[]string) {
 func (c *argvCheck) count(op string, operands ...string) int {
 	n := 0
 	for i := 0; i+len(operands) < len(c.argv); i++ {
-		if c.argv[i] == op && slices.Equal(c.argv[i+1:i+1+len(operands)], operands) {
+		if c.argv[i] == op && slices.EqualFunc(c.argv[i+1:i+1+len(operands)], operands, func(a, w string) bool { return w == "*" || a == w }) {
 			n++
 		}
 	}
@@ -105,6 +105,7 @@ func newFixture(t testing.TB) *fixture {
 	for _, d := range []string{
 		f.home + "/.claude", f.home + "/.codex/packages", f.home + "/.ssh", f.home + "/.config/gh",
 		f.ws + "/.git/hooks", f.ws + "/.claude", f.ws + "/.codex", f.ws + "/.gemini", f.rt,
+		f.home + "/.cache/cco/claude", f.home + "/.cache/cco/codex", f.home + "/.cache/cco/gemini",
 	} {
 		must(t, os.MkdirAll(d, 0o700))
 	}
@@ -240,7 +241,7 @@ func TestArgvCommon(t *testing.T) {
 			// nothing of them is on the host.
 			c.has("--perms", "0444", "--ro-bind-data", "7", f.ws+"/.claude/settings.local.json")
 			c.order(m("--perms", "0700", "--tmpfs", f.home), m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"))
-			c.order(m("--bind", f.ws, f.ws), m("--tmpfs", f.home+"/.cache"), m("--remount-ro", f.home), m("--tmpfs", "/run"),
+			c.order(m("--bind", f.home+"/.cache/cco/"+name, f.home+"/.cache"), m("--bind", f.ws, f.ws), m("--symlink", ".cache/cco-npm", f.home+"/.npm"), m("--remount-ro", f.home), m("--tmpfs", "/run"),
 				m("--perms", "0444", "--ro-bind-data", "8", MarkerPath), m("--chdir", f.ws))
 			// Credentials of the home are never bound.
 			c.lacksValue(f.home + "/.ssh")

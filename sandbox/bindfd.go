@@ -62,6 +62,17 @@ func openNoFollow(p string) (*os.File, error) {
 	if errors.Is(err, unix.ENOSYS) {
 		fd, err = walkNoFollow(p)
 	}
+	if err == nil {
+		// O_PATH|O_NOFOLLOW opens a link at the last component as the
+		// link itself: that is a link too.
+		var st unix.Stat_t
+		if err = unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			err = unix.ELOOP
+		}
+		if err != nil {
+			unix.Close(fd)
+		}
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}

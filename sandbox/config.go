@@ -12,6 +12,9 @@ import (
 	"syscall"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/cco-dev/cco/sandbox/caches"
+	"github.com/cco-dev/cco/sandbox/toolchains"
 )
 
 // ConfigPath is the jail's configuration on the target system. It is
@@ -41,6 +44,19 @@ const DefaultConfigTOML = `# cco sandbox configuration. Root-owned; read by the 
 # git may use: "github" (~/.config/gh, gh) and "gitlab" (~/.config/glab-cli, glab).
 # forge = []
 
+# Home trees bound read-only into the jail where they exist: the user's own
+# toolchains, so that the agent builds with them but cannot change them.
+# Paths start with ~/. Setting the key replaces the whole list. A tree that
+# is, holds or lies in a credential directory (~/.ssh, ~/.aws, ~/.gnupg, an
+# agent's login) or cco's own state is refused.
+# home_read_only = ["~/.rustup", "~/.cargo/bin", "~/.local/bin", "~/.local/share/uv/python", "~/.local/share/uv/tools", "~/.local/share/pipx", "~/.local/pipx", "~/.nvm", "~/.local/share/fnm", "~/.fnm", "~/.local/state/fnm_multishells", "~/.volta", "~/.pyenv", "~/.local/share/mise", "~/.asdf", "~/.tool-versions", "~/.sdkman", "~/go/bin", "~/sdk", "~/.bun", "~/.deno", "~/.juliaup", "~/.julia/juliaup", "~/.ghcup", "~/.elan", "~/.opam", "~/.dotnet"]
+
+# Dependency caches (~/.cache, ~/.npm, Go's module cache, ~/.cargo/registry,
+# ...): "persist" keeps them between sessions in ~/.cache/cco/<agent>, one
+# tree per agent that no host tool reads; "session" gives every session
+# empty ones in memory.
+# caches = "persist"
+
 # Give claude --dangerously-skip-permissions (the jail is the boundary).
 # claude_skip_permissions = false
 
@@ -68,6 +84,14 @@ type Config struct {
 	PassEnv               []string `toml:"pass_env"`
 	Forge                 []string `toml:"forge"`
 	ClaudeSkipPermissions bool     `toml:"claude_skip_permissions"`
+	// HomeReadOnly is home_read_only as written; HomeTrees is what a
+	// launch binds.
+	HomeReadOnly []string `toml:"home_read_only"`
+	// Caches is caches.Persist (also when empty) or caches.Session.
+	Caches string `toml:"caches"`
+	// homeTrees are the home-relative trees bound read-only: the parsed
+	// home_read_only, or toolchains.Default when the key is not set.
+	homeTrees []string
 	// TmpfsSize bounds the sum of the jail's writable tmpfs mounts; zero
 	// means half the machine's RAM.
 	TmpfsSize Size `toml:"tmpfs_size"`
@@ -102,6 +126,22 @@ type Forge struct {
 var Forges = map[string]Forge{
 	"github": {TokenDir: ".config/gh", Helper: "!gh auth git-credential", HostRun: []string{"config.yml"}},
 	"gitlab": {TokenDir: ".config/glab-cli", Helper: "!glab auth git-credential", HostRun: []string{"config.yml", "aliases.yml"}},
+}
+
+// HomeTrees are the home-relative trees bound read-only (home_read_only,
+// or its default).
+// A Config that was not parsed (a zero Config is the defaults) has them
+// worked out here; a bad entry then binds nothing.
+func (c *Config) HomeTrees() []string {
+	if c.homeTrees != nil {
+		return c.homeTrees
+	}
+	raw := toolchains.Default
+	if c.HomeReadOnly != nil {
+		raw = c.HomeReadOnly
+	}
+	t, _ := toolchains.Parse(raw, protectedHome)
+	return t
 }
 
 // envName reports whether n is a shell variable name.
@@ -190,6 +230,21 @@ func ParseConfig(data []byte, path string) (*Config, error) {
 		}
 		sort.Strings(keys)
 		return nil, fmt.Errorf("%s: unknown key %s (fix: remove it or correct its spelling; known keys are listed in the default file)", path, strings.Join(keys, ", "))
+	}
+	raw := toolchains.Default
+	if md.IsDefined("home_read_only") {
+		raw = c.HomeReadOnly
+	}
+	if c.homeTrees, err = toolchains.Parse(raw, protectedHome); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, t := range c.homeTrees {
+		if within(t, caches.Home) {
+			return nil, fmt.Errorf("%s: home_read_only entry \"~/%s\" lies in ~/%s, which the jail keeps apart for each agent (fix: remove it from home_read_only)", path, t, caches.Home)
+		}
+	}
+	if err := caches.Check(c.Caches); err != nil {
+		return nil, fmt.Errorf("%s: %w (fix: remove caches, or set it to one of those)", path, err)
 	}
 	if c.WorkspaceRoot != "" && !filepath.IsAbs(c.WorkspaceRoot) {
 		return nil, fmt.Errorf("%s: workspace_root %q is not an absolute path (fix: write it as /abs/path)", path, c.WorkspaceRoot)

@@ -12,7 +12,9 @@ import (
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/docscheck"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/egress"
+	"github.com/cco-dev/cco/sandbox/toolchains"
 )
 
 // TestDocsSandboxKeys: every key sandbox.toml takes has a row, and the
@@ -77,5 +79,46 @@ func TestDocsShippedAllowlists(t *testing.T) {
 	}
 	for agent := range want {
 		t.Errorf("%s, table under %q: add a row for %s", tb.Doc, tb.Heading, agent)
+	}
+}
+
+// TestDocsToolchains: the reference's tables are the shipped home_read_only
+// list, the masked credential files, the cache places and each agent's own
+// variables.
+func TestDocsToolchains(t *testing.T) {
+	const doc = "docs/reference/toolchains.md"
+	docscheck.TableOf(t, doc, "The shipped list").Check(t, "tree", "tree", toolchains.Default)
+	var creds []string
+	for _, c := range toolchains.Credentials {
+		creds = append(creds, "~/"+c)
+	}
+	docscheck.TableOf(t, doc, "Masked credential files").Check(t, "path", "path", creds)
+	places := []string{"~/" + caches.Home}
+	for _, p := range caches.Places {
+		places = append(places, "~/"+p.Jail)
+	}
+	docscheck.TableOf(t, doc, "Caches").Check(t, "place in the jail", "place", places)
+	tb := docscheck.TableOf(t, doc, "The agent's own variables")
+	ac, lc, pc := tb.Col(t, "agent"), tb.Col(t, "login (credentials)"), tb.Col(t, "provider settings")
+	rows := map[string]bool{}
+	for _, r := range tb.Rows {
+		p, ok := agent.Lookup(r[ac].Text)
+		if !ok {
+			t.Errorf("%s: a row for %q, which is no agent", doc, r[ac].Text)
+			continue
+		}
+		rows[p.Name] = true
+		sub := &docscheck.Table{Doc: tb.Doc, Heading: tb.Heading + ", row " + p.Name}
+		if msg := docscheck.Diff(sub, "credential", r[lc].Code, p.Credentials); msg != "" {
+			t.Error(msg)
+		}
+		if msg := docscheck.Diff(sub, "provider variable", r[pc].Code, p.ProviderEnv); msg != "" {
+			t.Error(msg)
+		}
+	}
+	for _, n := range agent.Names() {
+		if !rows[n] {
+			t.Errorf("%s, table under %q: add a row for %s", doc, tb.Heading, n)
+		}
 	}
 }

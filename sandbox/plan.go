@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
 )
@@ -104,6 +105,13 @@ type Prep struct {
 	// Repos are the workspace's repositories (FindRepos), which the
 	// post-session audit watches.
 	Repos []string
+	// CacheDirs are the agent's cache tree and its directories, created
+	// (mode 0700) when missing.
+	CacheDirs []string
+	// Notes are one-line messages for the user: what this launch does
+	// differently from what they may expect (no workspace, a variable
+	// not passed).
+	Notes []string
 }
 
 // protectedSystem are trees no workspace or allow_write path may lie in
@@ -111,13 +119,9 @@ type Prep struct {
 // shadow, bwrap), cco's state, and the kernel's views.
 var protectedSystem = []string{"/etc", "/usr", "/var/lib/cco", "/boot", "/proc", "/sys", "/dev"}
 
-// scratchHome are the home's directories that stay writable (in memory)
-// under the read-only home: tools' caches.
-var scratchHome = []string{".cache"}
-
 // protectedHome are the home's trees that hold credentials or cco's own
 // bookkeeping: every agent's login directories among them.
-var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco"}, agent.LoginDirs()...)
+var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco", caches.Root}, agent.LoginDirs()...)
 
 // Plan decides the jail for one launch: the Spec and the host-side work
 // that must happen before bwrap runs. It reads the filesystem but changes
@@ -133,11 +137,19 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	}
 	shared := sharedTrees(l.Environ)
 	ws, err := workspace(l, home, shared)
-	if err != nil {
+	noWorkspace := errors.Is(err, errHomeWorkspace)
+	if err != nil && !noWorkspace {
 		return nil, nil, err
 	}
 	s := &Spec{Home: home, Workspace: ws, Chdir: l.Cwd}
 	pr := &Prep{}
+	if noWorkspace {
+		// The home is no project: the agent starts in an empty private
+		// directory, and nothing of the home is writable but its login
+		// state (--version, --help and logins work from ~ as unwrapped).
+		s.Chdir, s.NoWorkspace = NoWorkspaceDir, NoWorkspaceDir
+		pr.Notes = append(pr.Notes, fmt.Sprintf("%s is your home or holds it, not a project: %s starts with no workspace, in an empty private directory (cd into a project to work on it)", l.Cwd, p.Name))
+	}
 
 	s.Private = privateDirs(l.Environ)
 
@@ -149,16 +161,29 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		s.HomeBinds = append(s.HomeBinds, Bind{Src: d, Dst: d})
 	}
 	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{},
-		hostBound: append([]string{ws}, pathsOf(s.HomeBinds)...), willExist: pr.LoginDirs}
+		hostBound: pathsOf(s.HomeBinds), willExist: pr.LoginDirs}
+	if ws != "" {
+		pl.hostBound = append(pl.hostBound, ws)
+	}
 	for _, rel := range p.HomeReadOnly {
 		if err := pl.readOnly(filepath.Join(home, rel), guarded{data: standIn(rel)}); err != nil {
 			return nil, nil, err
 		}
 	}
+	tools, err := pl.toolchainTrees(l.Config.HomeTrees())
+	if err != nil {
+		return nil, nil, err
+	}
+	pl.cachePlaces(p.Name, l.Config.Caches, tools)
 	s.HomeReadOnly = append(s.HomeReadOnly, Bind{Dst: filepath.Join(home, ".gitconfig"), Data: Gitconfig(home, l.Config.Forge)})
 	vendor := SystemRoot + p.Binary
-	if p.HomeBinary != "" {
-		s.HomeReadOnly = append(s.HomeReadOnly, Bind{Src: vendor, Dst: filepath.Join(home, p.HomeBinary), System: true})
+	if hb := filepath.Join(home, p.HomeBinary); p.HomeBinary != "" {
+		// Inside a bound toolchain tree (~/.local/bin) the vendor's
+		// conventional path needs a mount point there; without one it is
+		// left out, since the tree is read-only.
+		if _, err := os.Lstat(hb); err == nil || !under(hb, tools) {
+			s.HomeReadOnly = append(s.HomeReadOnly, Bind{Src: vendor, Dst: hb, System: true})
+		}
 	}
 	for _, f := range l.Config.Forge {
 		d := filepath.Join(home, Forges[f].TokenDir)
@@ -184,8 +209,10 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		s.Writable = append(s.Writable, Bind{Src: w, Dst: w, Try: true})
 		pl.hostBound = append(pl.hostBound, w)
 	}
-	if err := pl.protectWorkspace(); err != nil {
-		return nil, nil, err
+	if ws != "" {
+		if err := pl.protectWorkspace(); err != nil {
+			return nil, nil, err
+		}
 	}
 	hostBound := pl.hostBound
 
@@ -198,20 +225,9 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		}
 		s.Masks = append(s.Masks, Mask{Path: m, Kind: MaskTmpfs})
 	}
-	for _, rel := range scratchHome {
-		s.Scratch = append(s.Scratch, filepath.Join(home, rel))
-	}
 	if l.UID == 0 {
 		s.Masks = append(s.Masks, rootMasks(home)...)
 	}
-
-	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + jailPath,
-		"SHELL=/bin/bash", "GIT_CONFIG_SYSTEM=/dev/null"}
-	env = append(env, p.Env...)
-	if p.ConfigDirEnv != "" {
-		env = append(env, p.ConfigDirEnv+"="+filepath.Join(home, p.Login[0]))
-	}
-	s.Env = append(env, allowedEnv(l.Environ, l.Config.PassEnv)...)
 
 	for _, c := range p.CarryOver {
 		pr.CarryOver = append(pr.CarryOver, [2]string{filepath.Join(home, c[0]), filepath.Join(home, c[1])})
@@ -252,6 +268,26 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	s.UnshareNet = true
 	s.Private = append(s.Private, devShm)
 	s.Masks = append(s.Masks, socketMasks(s)...)
+
+	// The environment last: PATH keeps what the jail shows.
+	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + jailPATH(s, l.Environ),
+		"SHELL=/bin/bash", "GIT_CONFIG_SYSTEM=/dev/null"}
+	env = append(env, p.Env...)
+	if p.ConfigDirEnv != "" {
+		env = append(env, p.ConfigDirEnv+"="+filepath.Join(home, p.Login[0]))
+	}
+	own, dropped := agentEnv(p, l.Environ)
+	env = append(env, own...)
+	for _, kv := range allowedEnv(l.Environ, l.Config.PassEnv) {
+		if k, _, _ := strings.Cut(kv, "="); !isOthersCredential(p, k) && !slices.Contains(env, kv) {
+			env = append(env, kv)
+		}
+	}
+	s.Env = append(env, s.Env...)
+	if len(dropped) > 0 {
+		pr.Notes = append(pr.Notes, fmt.Sprintf("not passing %s into %s's jail: %s another agent's login",
+			agent.List(dropped, "and"), p.Name, pick(len(dropped) == 1, "it is", "they are")))
+	}
 	s.TmpfsSize = tmpfsSizes(s, l.Config.TmpfsSize.total(machineRAM()))
 	s.MaxProcs = l.Config.MaxProcs
 	if s.MaxProcs == 0 {
@@ -317,11 +353,22 @@ func workspace(l *Launch, home string, shared []string) (string, error) {
 			return "", fmt.Errorf("the current directory %s is outside workspace_root %s (fix: cd into %s, or change workspace_root in %s)", cwd, ws, ws, ConfigPath)
 		}
 	}
+	if within(home, ws) {
+		return "", errHomeWorkspace
+	}
 	if err := refuseTree(ws, home, "workspace", shared); err != nil {
 		return "", err
 	}
 	return ws, nil
 }
+
+// errHomeWorkspace is workspace's answer for the home or a directory that
+// holds it: a launch there has no workspace.
+var errHomeWorkspace = errors.New("the home is no workspace")
+
+// NoWorkspaceDir is where, in the jail, a launch with no workspace starts:
+// an empty directory in the private /tmp.
+const NoWorkspaceDir = "/tmp/cco-no-workspace"
 
 // refuseTree refuses a read-write path that is /, the home or an ancestor
 // of it (it would uncover the home's tmpfs), that lies in or contains a

@@ -22,16 +22,11 @@ func TestWorkspaceRefusals(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{cwd: "/", want: "refusing the workspace /: it would make the whole system writable"},
-		{cwd: f.home, want: "refusing the workspace " + f.home + ": it is the home"},
-		{cwd: filepath.Dir(f.home), want: "it is the home " + f.home + " or contains it"},
-		{cwd: filepath.Dir(f.home) + "/homelink", want: "refusing the workspace " + f.home},
 		{cwd: f.home + "/.ssh/keys", want: "protected tree " + f.home + "/.ssh"},
 		{cwd: f.home + "/.claude", want: "protected tree " + f.home + "/.claude"},
 		{cwd: f.home + "/.codex/x", want: "protected tree " + f.home + "/.codex"},
 		{cwd: "/etc", want: "protected tree /etc"},
 		{cwd: "/usr/lib", want: "protected tree /usr"},
-		{cwd: "/var/lib", want: "refusing the workspace /var/lib"},
 		{cwd: "/srv", want: "the top of a tree shared between projects"},
 		{cwd: "/opt", want: "the top of a tree shared between projects"},
 		{cwd: "/var/tmp", want: "a tree shared with other programs"},
@@ -41,8 +36,9 @@ func TestWorkspaceRefusals(t *testing.T) {
 		{cwd: f.ws, cfg: Config{AllowWrite: []string{"/var/tmp/x"}}, want: "refusing the allow_write entry /var/tmp/x"},
 		{cwd: f.ws, cfg: Config{WorkspaceRoot: f.home + "/proj"}, want: "is outside workspace_root"},
 		{cwd: f.ws, cfg: Config{WorkspaceRoot: "/nonexistent-ws"}, want: "correct workspace_root"},
-		{cwd: f.home + "/proj", cfg: Config{WorkspaceRoot: f.home}, want: "refusing the workspace " + f.home},
 		{cwd: f.ws, cfg: Config{AllowWrite: []string{filepath.Dir(f.home)}}, want: "refusing the allow_write entry"},
+		{cwd: f.ws, cfg: Config{AllowWrite: []string{"/"}}, want: "refusing the allow_write entry /: it would make the whole system writable"},
+		{cwd: f.ws, cfg: Config{AllowWrite: []string{f.home}}, want: "refusing the allow_write entry " + f.home + ": it is the home"},
 		{cwd: f.ws, cfg: Config{AllowWrite: []string{"/etc/cco"}}, want: "remove it from allow_write"},
 	} {
 		_, _, err := Plan(&Launch{Profile: p, Config: &tc.cfg, Home: f.home, Cwd: tc.cwd})
@@ -55,6 +51,44 @@ func TestWorkspaceRefusals(t *testing.T) {
 	s, _, err := Plan(&Launch{Profile: p, Config: &Config{WorkspaceRoot: f.ws}, Home: f.home, Cwd: f.ws + "/sub"})
 	if err != nil || s.Workspace != f.ws || s.Chdir != f.ws+"/sub" {
 		t.Fatalf("workspace_root: %v %+v", err, s)
+	}
+}
+
+// TestNoWorkspace: in the home, or anywhere that holds it, the agent
+// starts with no workspace: nothing of the home bound read-write but the
+// login state, an empty private directory as its cwd, and one line that
+// says so.
+func TestNoWorkspace(t *testing.T) {
+	f := newFixture(t)
+	p, _ := agent.Lookup("claude")
+	must(t, os.MkdirAll(f.home+"/proj", 0o700))
+	must(t, os.Symlink(f.home, filepath.Dir(f.home)+"/homelink"))
+	for _, tc := range []struct {
+		cwd string
+		cfg Config
+	}{
+		{cwd: "/"}, {cwd: f.home}, {cwd: filepath.Dir(f.home)}, {cwd: filepath.Dir(f.home) + "/homelink"},
+		{cwd: "/var/lib"}, {cwd: f.home + "/proj", cfg: Config{WorkspaceRoot: f.home}},
+	} {
+		s, pr, err := Plan(&Launch{Profile: p, Config: &tc.cfg, Home: f.home, Cwd: tc.cwd})
+		if err != nil {
+			t.Errorf("cwd %s: %v, want a launch with no workspace", tc.cwd, err)
+			continue
+		}
+		if s.Workspace != "" || s.Chdir != NoWorkspaceDir || s.NoWorkspace != NoWorkspaceDir {
+			t.Errorf("cwd %s: workspace %q chdir %q, want none and %s", tc.cwd, s.Workspace, s.Chdir, NoWorkspaceDir)
+		}
+		if len(pr.Notes) != 1 || !strings.Contains(pr.Notes[0], "starts with no workspace") {
+			t.Errorf("cwd %s: notes %q, want one line saying there is no workspace", tc.cwd, pr.Notes)
+		}
+		s.eachBind(func(b *Bind, rw bool) {
+			if rw && !within(b.Dst, f.home+"/.claude") && b.Dst != f.home+"/.cache" {
+				t.Errorf("cwd %s: %s is bound read-write", tc.cwd, b.Dst)
+			}
+		})
+		if len(s.Trees) != 0 || len(pr.Placeholders) != 0 {
+			t.Errorf("cwd %s: trees %v placeholders %v, want none with no workspace", tc.cwd, s.Trees, pr.Placeholders)
+		}
 	}
 }
 

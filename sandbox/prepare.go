@@ -55,6 +55,9 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 			return nil, fmt.Errorf("creating the login directory %s: %w", d, err)
 		}
 	}
+	if err := makeCacheDirs(home, pr.CacheDirs); err != nil {
+		return nil, err
+	}
 	for _, c := range pr.CarryOver {
 		if err := carryOver(c[0], c[1]); err != nil {
 			return nil, err

@@ -83,7 +83,9 @@ func (s *Spec) hostVisible(p string) bool {
 	if s.Home != "" {
 		consider(s.Home, false)
 	}
-	s.eachBind(func(b *Bind, _ bool) { consider(b.Dst, b.Src != "" && !b.skip) })
+	// A bind shows the host path p only when it binds that same path (the
+	// caches' tree is bound at ~/.cache, not at its own path).
+	s.eachBind(func(b *Bind, _ bool) { consider(b.Dst, b.Src == b.Dst && !b.skip) })
 	for _, m := range s.Masks {
 		consider(m.Path, false)
 	}

@@ -33,6 +33,9 @@ type Bind struct {
 // isData reports whether b is a file made from Data.
 func (b *Bind) isData() bool { return b.Src == "" && !b.EmptyDir }
 
+// Link is a symbolic link at Path, in the jail only, pointing to Target.
+type Link struct{ Target, Path string }
+
 // MaskKind says how a path is hidden.
 type MaskKind int
 
@@ -115,6 +118,14 @@ type Spec struct {
 	// Scratch are writable tmpfs directories in the home (caches), made
 	// before the home's own tmpfs is remounted read-only.
 	Scratch []string
+	// HomeDirs are directories made in the jail's home (in a scratch
+	// tmpfs), and Links symbolic links there (the caches' default places):
+	// both after the home's binds and before it turns read-only.
+	HomeDirs []string
+	Links    []Link
+	// NoWorkspace, when set, is the empty private directory a launch with
+	// no workspace starts in (made after the private /tmp).
+	NoWorkspace string
 	// EgressSocket is the host path of the egress proxy's socket, bound
 	// read-only at the fixed EgressSocket inside: after the /tmp and /run
 	// tmpfs that would cover it. "" when no proxy runs.
@@ -256,6 +267,12 @@ func (s *Spec) argv(d donor) []string {
 	for _, d := range s.Scratch {
 		a = tmpfs(a, s, d)
 	}
+	for _, d := range s.HomeDirs {
+		a = append(a, "--dir", d)
+	}
+	for _, l := range s.Links {
+		a = append(a, "--symlink", l.Target, l.Path)
+	}
 	if s.Home != "" {
 		// Last of the home: every mount point in it exists by now, and
 		// nothing but the bound state and the scratch dirs is writable.
@@ -264,6 +281,9 @@ func (s *Spec) argv(d donor) []string {
 	a = append(a, "--dev", "/dev", "--proc", "/proc")
 	for _, p := range late {
 		a = tmpfs(a, s, p)
+	}
+	if s.NoWorkspace != "" {
+		a = append(a, "--dir", s.NoWorkspace)
 	}
 	if s.EgressSocket != "" {
 		a = append(a, "--ro-bind", s.EgressSocket, EgressSocket)

@@ -180,6 +180,9 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 	if err != nil {
 		return nil, cannotBuild(err)
 	}
+	for _, n := range prep.Notes {
+		fmt.Fprintf(l.Stderr, "cco: %s\n", n)
+	}
 	s.spec, s.stdio = spec, [3]uintptr{l.Stdin.Fd(), l.Stdout.Fd(), l.Stderr.Fd()}
 	sess.launched = s
 	sess.WatchRepos(spec.Workspace, prep.Repos)

@@ -151,7 +151,11 @@ const (
 func TestScratchBounded(t *testing.T) {
 	runAttacks(t, []attack{{
 		name:   "fill the writable tmpfs and fork without end",
-		config: func(*world) string { return fmt.Sprintf("tmpfs_size = %d\nmax_procs = %d\n", scratchLimit, procLimit) },
+		// With caches = "session" ~/.cache is a tmpfs too; "persist"
+		// keeps it on disk, in the agent's tree, as the workspace is.
+		config: func(*world) string {
+			return fmt.Sprintf("tmpfs_size = %d\nmax_procs = %d\ncaches = \"session\"\n", scratchLimit, procLimit)
+		},
 		probe: func(w *world, agent string) probe {
 			p := probe{Fill: []string{"/tmp", "/run", "/dev/shm", "/var/tmp", w.Home, w.Home + "/.cache"}, FillMax: 4 * scratchLimit, Fork: 3 * procLimit}
 			if agent == "codex" {
@@ -258,9 +262,10 @@ func TestNestedLaunch(t *testing.T) {
 }
 
 // TestRefusedWorkspaces: shared scratch and runtime trees, their
-// ancestors, the tops of shared trees and an ancestor of the home are no
-// workspace: exit 126, one line naming the path and the fix, and nothing
-// written.
+// ancestors and the tops of shared trees are no workspace: exit 126, one
+// line naming the path and the fix, and nothing written. In the home or an
+// ancestor of it the agent starts with no workspace: it runs, in an empty
+// private directory, and nothing it writes reaches the host.
 func TestRefusedWorkspaces(t *testing.T) {
 	root := shared.Get(t)
 	for _, agent := range agents {
@@ -278,7 +283,23 @@ func TestRefusedWorkspaces(t *testing.T) {
 				}
 				cases := map[string]string{
 					"below /tmp": mk("/tmp"), "below /var/tmp": mk("/var/tmp"), "below /run": mk("/run"), "below /dev/shm": mk("/dev/shm"),
-					"/srv itself": "/srv", "an ancestor of the home": w.Base,
+					"/srv itself": "/srv",
+				}
+				for what, dir := range map[string]string{"the home": w.Home, "an ancestor of the home": w.Base} {
+					t.Run(what, func(t *testing.T) {
+						res := w.launch(t, root, agent, dir, probe{Steps: steps("write", "echo planted > planted-by-probe; echo planted > "+w.Home+"/planted-by-probe; pwd")})
+						if res.Code != 0 || strings.Count(res.Stderr, "\n") != 1 || !strings.Contains(res.Stderr, "no workspace") {
+							t.Errorf("launch in %s: exit %d, want 0 and one line saying there is no workspace:\n%s", dir, res.Code, res.Stderr)
+						}
+						if !strings.Contains(res.Stdout, sandbox.NoWorkspaceDir) {
+							t.Errorf("launch in %s: the agent did not start in %s: %s", dir, sandbox.NoWorkspaceDir, res.Stdout)
+						}
+						for _, d := range []string{dir, w.Home} {
+							if _, err := os.Lstat(filepath.Join(d, "planted-by-probe")); err == nil {
+								t.Errorf("LEAK: a launch with no workspace wrote in %s", d)
+							}
+						}
+					})
 				}
 				// XDG_RUNTIME_DIR names the user's runtime tree wherever it is.
 				xdg := mk(jailtest.WorldBase)

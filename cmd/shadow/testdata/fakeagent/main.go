@@ -37,6 +37,9 @@ type Params struct {
 	// one's median in microseconds.
 	Runs [][]string `json:"runs"`
 	N    int        `json:"n"`
+	// sh mode: a shell script run with the agent's stdio; its status is
+	// the agent's.
+	Script string `json:"script"`
 }
 
 var report = map[string]string{}
@@ -74,6 +77,17 @@ func main() {
 	switch p.Mode {
 	case "exit":
 		os.Exit(p.Code)
+	case "sh":
+		c := exec.Command("/bin/sh", "-c", p.Script)
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+		err := c.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			os.Exit(ee.ExitCode())
+		} else if err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent:", err)
+			os.Exit(127)
+		}
+		os.Exit(0)
 	case "time":
 		timeRuns(&p)
 		b, _ := json.Marshal(report)
