@@ -150,7 +150,7 @@ const (
 // bounded.
 func TestScratchBounded(t *testing.T) {
 	runAttacks(t, []attack{{
-		name:   "fill the writable tmpfs and fork without end",
+		name: "fill the writable tmpfs and fork without end",
 		// With caches = "session" ~/.cache is a tmpfs too; "persist"
 		// keeps it on disk, in the agent's tree, as the workspace is.
 		config: func(*world) string {
