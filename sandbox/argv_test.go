@@ -193,8 +193,10 @@ func TestArgvCommon(t *testing.T) {
 			c.order(m("--die-with-parent"), m("--unshare-user"), m("--disable-userns"), m("--unshare-pid"),
 				m("--unshare-ipc"), m("--unshare-uts"), m("--unshare-cgroup-try"), m("--cap-drop", "ALL"),
 				m("--seccomp", "3"), m("--json-status-fd", "4"), m("--clearenv"), m("--ro-bind", "/", "/"))
-			c.has("--unshare-net")   // always: only lo inside, traffic leaves through the proxy or not at all
-			c.lacks("--new-session") // it would cut SIGWINCH and ^C
+			c.has("--unshare-net") // always: only lo inside, traffic leaves through the proxy or not at all
+			// Its own session: nothing in the jail can open the user's
+			// terminal as /dev/tty; the launcher relays the agent's pty.
+			c.has("--new-session")
 			c.lacks("--share-net")
 			// The host environment: only the allow-list.
 			c.has("--setenv", "TERM", "xterm-256color")
@@ -505,7 +507,7 @@ func TestArgvPure(t *testing.T) {
 		ReadOnly: []Bind{{Src: "/w/.git/config", Dst: "/w/.git/config"}},
 		Masks:    []Mask{{Path: "/h/.a/p", Kind: MaskTmpfs}, {Path: "/etc/shadow", Kind: MaskFile}, {Path: "/root", Kind: MaskDir}},
 		Scratch:  []string{"/h/.cache"}, Marker: []byte("{}"), DataFD: 5, BindFD: 7, Chdir: "/w/sub", Command: []string{"/helper", "exec", "--", "/bin/agent", "--", "-x"}, UnshareNet: true}
-	want := []string{"--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+	want := []string{"--die-with-parent", "--new-session", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
 		"--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL", "--clearenv",
 		"--setenv", "A", "1", "--setenv", "B", "x=y", "--ro-bind", "/", "/",
 		"--perms", "0700", "--tmpfs", "/h", "--bind-fd", "7", "/h/.a", "--bind-fd", "8", "/w",

@@ -116,3 +116,33 @@ func TestLoadConfig(t *testing.T) {
 		t.Errorf("config not owned by root: %v", err)
 	}
 }
+
+// TestHomeReadOnlyKey: the default list when unset, the written list when
+// set (even empty), and a refusal naming the key and the entry.
+func TestHomeReadOnlyKey(t *testing.T) {
+	c, err := ParseConfig([]byte(""), "/etc/cco/sandbox.toml")
+	if err != nil || len(c.HomeTrees()) < 20 || !slices.Contains(c.HomeTrees(), ".rustup") {
+		t.Fatalf("unset: %v %q", err, c.HomeTrees())
+	}
+	c, err = ParseConfig([]byte("home_read_only = []\n"), "/etc/cco/sandbox.toml")
+	if err != nil || len(c.HomeTrees()) != 0 {
+		t.Fatalf("empty: %v %q", err, c.HomeTrees())
+	}
+	c, err = ParseConfig([]byte("home_read_only = [\"~/tools\"]\ncaches = \"session\"\n"), "/etc/cco/sandbox.toml")
+	if err != nil || !slices.Equal(c.HomeTrees(), []string{"tools"}) || c.Caches != "session" {
+		t.Fatalf("set: %v %q", err, c.HomeTrees())
+	}
+	for text, want := range map[string]string{
+		"home_read_only = [\"~/.ssh\"]\n":       "~/.ssh",
+		"home_read_only = [\"~/.claude/x\"]\n":  "~/.claude",
+		"home_read_only = [\"~/.cache/pip\"]\n": "~/.cache",
+		"home_read_only = [\"/usr/local\"]\n":   "does not start with ~/",
+		"home_read_only = [\"~/.local\"]\n":     "~/.local/state/cco",
+		"caches = \"forever\"\n":                "caches",
+	} {
+		_, err := ParseConfig([]byte(text), "/etc/cco/sandbox.toml")
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "/etc/cco/sandbox.toml") {
+			t.Errorf("%q: %v, want an error naming %q and the file", text, err, want)
+		}
+	}
+}

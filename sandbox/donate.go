@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/sandbox/pty"
 )
 
 // donation is the files a launch hands to bwrap, each numbered as Argv
@@ -26,6 +28,10 @@ type donation struct {
 	// handbackR is the launcher's end of the helper's hand-back socket.
 	handbackR *os.File
 	helper    bool
+	// ttyHost is the launcher's end of the agent's terminal's control
+	// socket, with setup already written to it.
+	ttyHost *os.File
+	setup   *pty.Setup
 }
 
 // give adds f and returns its number in bwrap.
@@ -76,6 +82,25 @@ func (d *donation) handback() int {
 	return d.give(os.NewFile(uintptr(fds[1]), "endpoint-handback"))
 }
 
+func (d *donation) tty() int {
+	if d.setup == nil {
+		return 0
+	}
+	host, jail, err := pty.NewControl()
+	if err != nil {
+		return d.fail(err)
+	}
+	// Written now, read by the helper first: no round trip on the way to
+	// the agent's start.
+	if err := pty.SendSetup(host, *d.setup); err != nil {
+		host.Close()
+		jail.Close()
+		return d.fail(fmt.Errorf("the agent's terminal: %w", err))
+	}
+	d.ttyHost = host
+	return d.give(jail)
+}
+
 func (d *donation) dataFile(data []byte) int {
 	if d.err != nil {
 		return 0
@@ -122,7 +147,7 @@ func (d *donation) release() {
 // abandon closes everything, the launcher's ends too: the launch stops.
 func (d *donation) abandon() {
 	d.release()
-	for _, f := range []*os.File{d.statusR, d.blockW, d.handbackR} {
+	for _, f := range []*os.File{d.statusR, d.blockW, d.handbackR, d.ttyHost} {
 		if f != nil {
 			f.Close()
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/pty"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/argv/*.golden from the argv the launches make")
@@ -31,20 +32,22 @@ func TestArgvGolden(t *testing.T) {
 	socket := filepath.Join(f.rt, "egress.sock")
 	for _, name := range []string{"claude", "codex"} {
 		for _, m := range []struct {
-			mode   string
-			egress string
-			direct bool
+			mode     string
+			egress   string
+			direct   bool
+			terminal bool
 		}{
-			{"egress-launcher-endpoint", policy.ModePublic, true},
-			{"egress-helper-endpoint", policy.ModeAllowlist, false},
-			{"offline-direct", policy.ModeOff, true},
-			{"offline-helper", policy.ModeOff, false},
+			{"egress-launcher-endpoint", policy.ModePublic, true, false},
+			{"egress-helper-endpoint", policy.ModeAllowlist, false, false},
+			{"offline-direct", policy.ModeOff, true, false},
+			{"offline-helper", policy.ModeOff, false, false},
+			{"terminal", policy.ModePublic, false, true},
 		} {
 			t.Run(name+"-"+m.mode, func(t *testing.T) {
 				p, _ := agent.Lookup(name)
 				l := &Launch{Profile: p, Config: &Config{TmpfsSize: Size{Bytes: 1 << 30}, MaxProcs: 100}, Home: f.home, User: "ada", UID: 1000,
 					Cwd: f.ws, Environ: []string{"TERM=xterm", "LANG=C.UTF-8"}, Session: "golden", Args: []string{"hi"},
-					Direct: m.direct, Egress: m.egress}
+					Direct: m.direct, Egress: m.egress, Terminal: m.terminal}
 				if m.egress != policy.ModeOff {
 					l.EgressSocket, l.HostEndpoint = socket, true
 				}
@@ -53,6 +56,9 @@ func TestArgvGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 				d := &donation{prog: []byte("seccomp"), endpoint: s.endpoint == endpointLauncher, helper: s.endpoint == endpointHelper}
+				if m.terminal {
+					d.setup = &pty.Setup{}
+				}
 				argv := s.argv(d)
 				d.abandon()
 				if d.err != nil {

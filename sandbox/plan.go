@@ -71,6 +71,9 @@ type Launch struct {
 	// Stdin, Stdout and Stderr are the agent's (nil: this process's);
 	// Start's refusals and warnings go to Stderr.
 	Stdin, Stdout, Stderr *os.File
+	// Terminal: Stdin and Stdout are the user's terminal, and the agent
+	// gets a pty of its own (Spec.Terminal).
+	Terminal bool
 }
 
 // Placeholder is a mount point the shadow creates on the host because a
@@ -141,7 +144,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	if err != nil && !noWorkspace {
 		return nil, nil, err
 	}
-	s := &Spec{Home: home, Workspace: ws, Chdir: l.Cwd}
+	s := &Spec{Home: home, Workspace: ws, Chdir: l.Cwd, Terminal: l.Terminal}
 	pr := &Prep{}
 	if noWorkspace {
 		// The home is no project: the agent starts in an empty private

@@ -137,6 +137,10 @@ type Spec struct {
 	Chdir string
 	// Command is what bwrap runs.
 	Command []string
+	// Terminal: the agent runs on a pty of the jail's that the in-jail
+	// helper hands out to the launcher (--tty-fd), which holds the user's
+	// terminal (package pty).
+	Terminal bool
 	// endpoint says who makes the agent's proxy endpoint in the jail's
 	// network namespace (Launch.HostEndpoint).
 	endpoint endpointMaker
@@ -171,6 +175,7 @@ func (n *numbered) block() int   { return 0 }
 func (n *numbered) handback() int {
 	return 0
 }
+func (n *numbered) tty() int            { return 0 }
 func (n *numbered) dataFile([]byte) int { n.data++; return n.data - 1 }
 func (n *numbered) source(b *Bind) (int, bool) {
 	if b.skip {
@@ -191,6 +196,9 @@ type donor interface {
 	// handback is the descriptor on which the in-jail helper hands the
 	// endpoint it made back to the launcher.
 	handback() int
+	// tty is the in-jail helper's end of the agent's terminal's control
+	// socket (package pty).
+	tty() int
 	dataFile(data []byte) int
 	// source is a bind's source; false drops the bind (a missing Try).
 	source(b *Bind) (int, bool)
@@ -198,8 +206,10 @@ type donor interface {
 
 func (s *Spec) argv(d donor) []string {
 	a := make([]string, 0, 64+3*len(s.Env)+4*(len(s.HomeBinds)+len(s.HomeReadOnly)+len(s.Writable)+len(s.ReadOnly)+len(s.Masks))+len(s.Command))
+	// --new-session: nothing in the jail shares the user's terminal
+	// session, so no process there can open it as /dev/tty.
 	a = append(a,
-		"--die-with-parent",
+		"--die-with-parent", "--new-session",
 		"--unshare-user", "--disable-userns",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 	if s.RootView {
@@ -295,10 +305,19 @@ func (s *Spec) argv(d donor) []string {
 		a = append(a, "--chdir", s.Chdir)
 	}
 	a = append(a, "--")
-	if fd := d.handback(); fd > 0 && len(s.Command) >= 2 {
-		// The helper's mode, then where it hands the endpoint back.
+	var helper []string
+	if fd := d.handback(); fd > 0 {
+		helper = append(helper, "--endpoint-fd", strconv.Itoa(fd))
+	}
+	if s.Terminal {
+		if fd := d.tty(); fd > 0 {
+			helper = append(helper, "--tty-fd", strconv.Itoa(fd))
+		}
+	}
+	if len(helper) > 0 && len(s.Command) >= 2 {
+		// The helper's mode, then its descriptors.
 		a = append(a, s.Command[:2]...)
-		a = append(a, "--endpoint-fd", strconv.Itoa(fd))
+		a = append(a, helper...)
 		return append(a, s.Command[2:]...)
 	}
 	return append(a, s.Command...)

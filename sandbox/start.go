@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -139,9 +138,11 @@ type launched struct {
 	px          *spawn.Proxy // nil with egress off
 	helper      bool         // the agent starts through the in-jail helper
 	spec        *Spec
-	stdio       [3]uintptr
+	stdio       [3]*os.File
 	don         *donation
 	proc        *supervise.Process
+	streams     *pty.Streams
+	term        *pty.Terminal
 }
 
 // plan registers, plans and prepares under the home's registry lock: a
@@ -167,6 +168,7 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 		l.EgressSocket, runtimeDir = s.px.Socket, s.px.Runtime
 		l.HostEndpoint = true
 	}
+	l.Terminal = pty.IsTerminal(l.Stdin) && pty.IsTerminal(l.Stdout)
 	s.helper = needsHelper(l)
 	// The launcher enters the jail's network namespace itself where it
 	// may (root); another user's helper makes the endpoint instead.
@@ -183,7 +185,7 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 	for _, n := range prep.Notes {
 		fmt.Fprintf(l.Stderr, "cco: %s\n", n)
 	}
-	s.spec, s.stdio = spec, [3]uintptr{l.Stdin.Fd(), l.Stdout.Fd(), l.Stderr.Fd()}
+	s.spec, s.stdio = spec, [3]*os.File{l.Stdin, l.Stdout, l.Stderr}
 	sess.launched = s
 	sess.WatchRepos(spec.Workspace, prep.Repos)
 	return sess, nil
@@ -224,21 +226,32 @@ func (s *launched) start() error {
 		}
 	}
 	d := &donation{prog: prog, endpoint: s.spec.endpoint == endpointLauncher, helper: s.spec.endpoint == endpointHelper}
+	if s.spec.Terminal {
+		setup, err := pty.SetupOf(s.stdio[0], !pty.IsTerminal(s.stdio[2]))
+		if err != nil {
+			return cannotBuild(err)
+		}
+		d.setup = &setup
+	}
 	argv := append([]string{s.bwrap}, s.spec.argv(d)...)
 	if d.err != nil {
 		d.abandon()
 		return cannotBuild(d.err)
 	}
-	// Ignored signals stay ignored across exec: a ^C from the terminal
-	// must reach the agent, not kill bwrap (whose death would SIGKILL the
-	// agent). The helper restores them for the agent.
-	if s.helper {
-		signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	// No process in the jail holds the user's terminal (package pty).
+	streams, err := pty.JailStreams(s.stdio[0], s.stdio[1], s.stdio[2], s.spec.Terminal)
+	if err != nil {
+		d.abandon()
+		return cannotBuild(fmt.Errorf("the jail's standard streams: %w", err))
 	}
 	// syscall.ForkExec, not os/exec: os/exec makes a throw-away child once
 	// per process to learn whether pidfds work, a process start that every
 	// launch would pay for; the launcher needs only the pid.
-	attr := &syscall.ProcAttr{Env: os.Environ(), Files: d.fds(s.stdio)}
+	// bwrap in a process group of its own: the terminal's ^C and ^Z
+	// reach the launcher, which passes them on, and never bwrap itself,
+	// whose death would kill the jail.
+	attr := &syscall.ProcAttr{Env: os.Environ(), Files: d.fds([3]uintptr{streams.Child[0].Fd(), streams.Child[1].Fd(), streams.Child[2].Fd()}),
+		Sys: &syscall.SysProcAttr{Setpgid: true}}
 	var pid int
 	err = WithProcLimit(s.spec.MaxProcs, func() (err error) {
 		if view {
@@ -250,8 +263,16 @@ func (s *launched) start() error {
 	})
 	d.release()
 	if err != nil {
+		streams.Close()
 		d.abandon()
 		return cannotBuild(fmt.Errorf("starting %s: %w", s.bwrap, err))
+	}
+	streams.Started()
+	s.streams = streams
+	if d.ttyHost != nil {
+		if s.term, err = pty.Attach(d.ttyHost, s.stdio[0], s.stdio[1]); err != nil {
+			d.ttyHost.Close()
+		}
 	}
 	s.don = d
 	// bwrap's pidfd: the signals sent to it can never reach a process
@@ -340,6 +361,11 @@ func (s *launched) wait() int {
 		}
 	}
 	r := j.Wait()
+	if s.term != nil {
+		s.term.Close()
+		s.term = nil
+	}
+	s.streams.Wait()
 	stopLogin()
 	if d.blockW != nil {
 		d.blockW.Close()

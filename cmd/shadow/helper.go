@@ -43,14 +43,19 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return guard.Run(args[1], args[2:], stdin, stdout, stderr)
 	case "exec":
 		rest := args[1:]
-		endpointFD := -1
-		if len(rest) > 1 && rest[0] == "--endpoint-fd" {
+		endpointFD, ttyFD := -1, -1
+		for len(rest) > 1 && (rest[0] == "--endpoint-fd" || rest[0] == "--tty-fd") {
 			n, err := strconv.Atoi(rest[1])
 			if err != nil || n < 3 {
-				fmt.Fprintf(stderr, "cco sandbox-helper: --endpoint-fd %q is not a descriptor (the shadow starts this mode)\n", rest[1])
+				fmt.Fprintf(stderr, "cco sandbox-helper: %s %q is not a descriptor (the shadow starts this mode)\n", rest[0], rest[1])
 				return 2
 			}
-			endpointFD, rest = n, rest[2:]
+			if rest[0] == "--endpoint-fd" {
+				endpointFD = n
+			} else {
+				ttyFD = n
+			}
+			rest = rest[2:]
 		}
 		if len(rest) > 0 && rest[0] == "--" {
 			rest = rest[1:]
@@ -63,6 +68,11 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err != nil {
 			fmt.Fprintf(stderr, "cco sandbox-helper: refusing to run %s outside a cco jail: %v (start the agent as %s instead)\n", rest[0], err, agent.List(agent.Names(), "or"))
 			return exitCannotRun
+		}
+		if ttyFD >= 0 {
+			// The agent's terminal: a pty of the jail's, whose master the
+			// launcher outside relays (sandbox/pty).
+			pty.UseControl(os.NewFile(uintptr(ttyFD), "pty-control"))
 		}
 		env, stay := os.Environ(), false
 		if endpointFD >= 0 {
@@ -104,10 +114,12 @@ func execAgent(agentName string, argv []string, stderr io.Writer) int {
 	return runAgent(agentName, argv, os.Environ(), false, stderr)
 }
 
-// runAgent starts the agent in the jail with env. On a terminal it gets a
-// fresh pty of the jail's own devpts (TIOCSTI into it reaches nothing
-// outside); otherwise the helper replaces itself with the agent, unless
-// stay says it must remain its parent (it hosts the egress bridge).
+// runAgent starts the agent in the jail with env. When the launcher holds
+// the user's terminal (--tty-fd) the agent gets a fresh pty of the jail's
+// own devpts, relayed outside (TIOCSTI into it reaches nothing outside);
+// otherwise the helper replaces itself with the agent, unless stay says it
+// must remain its parent (it hosts the egress bridge). A nested launch on
+// the jail's own terminal runs the agent on that same terminal.
 func runAgent(agentName string, argv, env []string, stay bool, stderr io.Writer) int {
 	if p, ok := agent.Lookup(agentName); ok && p.AppServer && appserver.Applies(argv[1:]) {
 		// `codex agents` needs an app-server of its own in this pid
@@ -118,7 +130,7 @@ func runAgent(agentName string, argv, env []string, stay bool, stderr io.Writer)
 	// terminal's ^C does not kill bwrap; catching them here means exec
 	// resets them to the default for the agent.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGQUIT)
-	if stay || pty.IsTerminal(os.Stdin) {
+	if stay || pty.Controlled() {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = env
 		code, err := pty.Run(cmd)

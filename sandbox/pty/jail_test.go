@@ -12,15 +12,15 @@ import (
 
 // TestInsideBwrap runs the helper where it runs in production: in a
 // bubblewrap jail whose only pty source is the private devpts of --dev /dev,
-// with every capability dropped and in a pid namespace of its own.
+// with every capability dropped, in a pid namespace and a session of its
+// own, holding nothing of the user's terminal.
 func TestInsideBwrap(t *testing.T) {
 	bwrap := testenv.RequireBwrap(t)
 	t.Parallel()
 	jail := func(reportDir string) []string {
 		return []string{bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL",
 			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-			"--ro-bind", os.Args[0], os.Args[0], "--bind", reportDir, reportDir,
-			"--", os.Args[0]}
+			"--new-session", "--ro-bind", os.Args[0], os.Args[0], "--bind", reportDir, reportDir, "--"}
 	}
 	t.Run("size", func(t *testing.T) {
 		t.Parallel()
@@ -53,6 +53,21 @@ func TestInsideBwrap(t *testing.T) {
 		}
 		if out := tm.output(); !containsAll(out, "SESSION ok", "STOPPED 20") {
 			t.Errorf("job control in the jail: %q", out)
+		}
+	})
+	t.Run("suspend", func(t *testing.T) {
+		t.Parallel()
+		tm := startHelperIn(t, jail, "suspend", 24, 80)
+		tm.waitFor(`READY`)
+		tm.typeKeys("\x1a")
+		waitState(t, tm, "T")
+		if err := unix.Kill(tm.cmd.Process.Pid, unix.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		tm.waitFor(`RESUMED`)
+		tm.typeKeys("x\r")
+		if r := tm.finish(); r.Code != 6 || !r.Restored {
+			t.Errorf("Run = %d, restored %v; want 6, true; terminal:\n%q", r.Code, r.Restored, tm.output())
 		}
 	})
 }

@@ -1,6 +1,6 @@
 // Package pty runs the agent inside the jail on a fresh pseudo-terminal and
-// relays it to the user's terminal, as script(1) does, without depending on
-// script(1).
+// relays it to the user's terminal from outside the jail, as script(1)
+// does, without depending on script(1).
 //
 // The jail cannot use bwrap's --new-session: that keeps TIOCSTI away from the
 // user's terminal but also cuts the agent off from SIGWINCH and ^C. Instead the
@@ -9,7 +9,9 @@
 // in raw mode, so every key (^C and ^Z included) arrives as a byte, and the
 // pty's own line discipline turns it into the signal for the agent, exactly as
 // the user's terminal would have. Window-size changes are copied from the
-// user's terminal to the pty, and the agent's exit status is returned.
+// user's terminal to the pty, ^Z that stops the agent gives the shell its
+// terminal back, and the agent's exit status is returned. The user's
+// terminal stays outside the jail: see control.go.
 package pty
 
 import (
@@ -20,7 +22,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
@@ -35,32 +36,52 @@ func IsTerminal(f *os.File) bool {
 	return term.IsTerminal(fd)
 }
 
+// control, when set (UseControl), is the launcher's socket for the agent's
+// terminal: Run then serves it (Serve) instead of a terminal of its own.
+var control *os.File
+
+// UseControl makes Run run every command on a pty handed out over ctl to
+// the launcher, which holds the user's terminal (the in-jail helper's
+// mode: the jail never holds the user's terminal).
+func UseControl(ctl *os.File) {
+	// The agent must not inherit the launcher's socket.
+	if fd, err := fdOf(ctl); err == nil {
+		unix.CloseOnExec(fd)
+	}
+	control = ctl
+}
+
+// Controlled reports whether Run serves a launcher's terminal (UseControl).
+func Controlled() bool { return control != nil }
+
 // Run runs cmd and returns its exit status: the exit code, or 128+n when it
 // died of signal n. The error is non-nil only when cmd could not be started;
 // the status is then 127 when the program does not exist and 126 otherwise,
 // as a shell would report it.
 //
-// When os.Stdin and os.Stdout are terminals, cmd runs on a fresh pty: its
-// Stdin, Stdout and Stderr are replaced by the pty's slave (Stderr only when
-// os.Stderr is a terminal too; a redirected stderr stays as it is), it becomes the session leader with
-// the pty as its controlling terminal, and the user's terminal is in raw mode
-// until Run returns (restored on every return path). SIGWINCH is relayed as a
-// window-size change and SIGTERM, SIGHUP, SIGINT and SIGQUIT sent to this
-// process are forwarded to cmd.
+// With a control socket (UseControl), cmd runs on a fresh pty whose master
+// the launcher relays (Serve). Otherwise, when os.Stdin and os.Stdout are
+// terminals, both halves run here: cmd on a fresh pty, the user's terminal
+// raw and relayed until Run returns (restored on every return path); ^Z
+// that stops cmd stops this process too, and continuing it continues cmd.
+// Its Stdin, Stdout and Stderr are the pty's slave (Stderr only when
+// os.Stderr is a terminal too; a redirected stderr stays as it is), it is
+// the session leader with the pty as its controlling terminal. SIGWINCH is
+// relayed as a window-size change and SIGTERM, SIGHUP, SIGINT and SIGQUIT
+// sent to this process are forwarded to cmd.
 //
 // Otherwise (stdin or stdout redirected) cmd runs with the inherited stdio (its nil Stdin, Stdout and
 // Stderr become os.Stdin, os.Stdout and os.Stderr); SIGTERM and SIGHUP are
 // forwarded, and SIGINT and SIGQUIT are only kept from killing this process,
 // since the terminal delivers them to cmd, which shares its process group.
 func Run(cmd *exec.Cmd) (int, error) {
+	if control != nil {
+		return Serve(cmd, control)
+	}
 	// With stdout redirected (`codex exec ... > out`) a pty would put its
 	// CR LF line ends and the agent's terminal-only output into the file.
 	if IsTerminal(os.Stdin) && IsTerminal(os.Stdout) {
-		var errOut *os.File
-		if !IsTerminal(os.Stderr) {
-			errOut = os.Stderr // keep `2> log` working
-		}
-		return runTerminal(cmd, os.Stdin, os.Stdout, errOut)
+		return runTerminal(cmd, os.Stdin, os.Stdout, !IsTerminal(os.Stderr))
 	}
 	return runPlain(cmd)
 }
@@ -102,100 +123,32 @@ func runPlain(cmd *exec.Cmd) (int, error) {
 	}
 }
 
-// runTerminal runs cmd on a fresh pty relayed to in and out; errOut, when
-// not nil, is cmd's stderr instead of the pty.
-func runTerminal(cmd *exec.Cmd, in, out, errOut *os.File) (int, error) {
-	infd, err := fdOf(in)
+// runTerminal runs both halves of the agent's terminal in this process:
+// Serve for cmd, a Terminal for in and out; keepStderr leaves cmd's stderr
+// this process's (a redirected one).
+func runTerminal(cmd *exec.Cmd, in, out *os.File, keepStderr bool) (int, error) {
+	setup, err := SetupOf(in, keepStderr)
 	if err != nil {
 		return startFailure(cmd, fmt.Errorf("reading the terminal %s: %w", in.Name(), err))
 	}
-	master, slave, err := openPTY()
+	host, jail, err := NewControl()
 	if err != nil {
 		return startFailure(cmd, err)
 	}
-	defer master.Close()
-	// The agent's terminal starts out like the user's (erase character,
-	// UTF-8 input, size), not with the kernel's defaults.
-	if tio, err := unix.IoctlGetTermios(infd, unix.TCGETS); err == nil {
-		if sfd, err := fdOf(slave); err == nil {
-			_ = unix.IoctlSetTermios(sfd, unix.TCSETS, tio)
-		}
-	}
-	_ = copyWinsize(infd, master)
-
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, append([]os.Signal{unix.SIGWINCH}, forwarded...)...)
-	defer signal.Stop(sigs)
-
-	// Raw before the agent starts, so that nothing it prompts for can be
-	// answered through the cooked terminal.
-	saved, err := term.MakeRaw(infd)
-	if err != nil {
-		slave.Close()
-		return startFailure(cmd, fmt.Errorf("putting the terminal %s in raw mode: %w", in.Name(), err))
-	}
-	defer term.Restore(infd, saved)
-
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	if errOut != nil {
-		cmd.Stderr = errOut
-	}
-	attr := &syscall.SysProcAttr{}
-	if cmd.SysProcAttr != nil {
-		c := *cmd.SysProcAttr
-		attr = &c
-	}
-	// A new session whose controlling terminal is the slave (the child's fd
-	// 0): the agent is its session leader and foreground process group, so
-	// the line discipline signals it and job control has a terminal.
-	attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0
-	attr.Setpgid, attr.Foreground, attr.Noctty = false, false, false
-	cmd.SysProcAttr = attr
-	err = cmd.Start()
-	slave.Close()
-	if err != nil {
+	defer jail.Close()
+	if err := SendSetup(host, setup); err != nil {
+		host.Close()
 		return startFailure(cmd, err)
 	}
-
-	outDone := make(chan struct{})
-	go func() {
-		relayOutput(out, master)
-		close(outDone)
-	}()
-	stopIn, inDone, err := relayInput(infd, master)
+	t, err := Attach(host, in, out)
 	if err != nil {
-		stopIn = func() {}
-		inDone = make(chan struct{})
-		close(inDone)
+		host.Close()
+		return startFailure(cmd, err)
 	}
-	waited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(waited)
-	}()
-	for running := true; running; {
-		select {
-		case s := <-sigs:
-			if s == unix.SIGWINCH {
-				_ = copyWinsize(infd, master)
-				continue
-			}
-			_ = cmd.Process.Signal(s)
-		case <-waited:
-			running = false
-		}
-	}
-	// What the agent wrote before it exited is still in the pty: read it
-	// out. A process it left behind may hold the slave open forever, so the
-	// drain is bounded.
-	_ = master.SetReadDeadline(time.Now().Add(drainTimeout))
-	<-outDone
-	// Closing the master also unblocks a key relay stuck writing into a pty
-	// that nobody reads any more.
-	stopIn()
-	master.Close()
-	<-inDone
-	return exitStatus(cmd.ProcessState), nil
+	code, err := Serve(cmd, jail)
+	jail.Close()
+	t.Close()
+	return code, err
 }
 
 // startFailure is Run's answer when cmd did not start.

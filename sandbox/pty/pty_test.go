@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,12 +53,11 @@ func startHelperIn(t *testing.T, wrap func(reportDir string) []string, mode stri
 	tm := &terminal{t: t, master: master, changed: make(chan struct{}, 1), eof: make(chan struct{}),
 		report: filepath.Join(reportDir, "report.json")}
 	tm.resize(rows, cols)
-	argv := []string{os.Args[0]}
-	if wrap != nil {
-		argv = wrap(reportDir)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), envRole+"=outer", envMode+"="+mode, envReport+"="+tm.report)
+	if wrap != nil {
+		cmd.Env = append(cmd.Env, envWrap+"="+strings.Join(wrap(reportDir), "\x1f"))
+	}
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -253,6 +253,73 @@ func TestJobControl(t *testing.T) {
 	if r := tm.finish(); r.Code != 0 || !r.Restored {
 		t.Errorf("Run = %d, restored %v; want 0, true", r.Code, r.Restored)
 	}
+}
+
+// TestSuspendAndResume: ^Z that stops the agent gives the shell its
+// terminal back, as the shell sees it (the launcher stops, the terminal
+// is as it was before); continuing the launcher (fg) makes the terminal
+// raw again and continues the agent.
+func TestSuspendAndResume(t *testing.T) {
+	t.Parallel()
+	tm := startHelper(t, "suspend", 24, 80)
+	mfd, err := fdOf(tm.master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cooked, err := unix.IoctlGetTermios(mfd, unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.waitFor(`READY`)
+	tm.typeKeys("\x1a")
+	pid := tm.cmd.Process.Pid
+	waitState(t, tm, "T")
+	now, err := unix.IoctlGetTermios(mfd, unix.TCGETS)
+	if err != nil || now.Lflag != cooked.Lflag || now.Iflag != cooked.Iflag {
+		t.Errorf("while stopped the terminal is not as the shell left it: lflag %#x iflag %#x, want %#x %#x", now.Lflag, now.Iflag, cooked.Lflag, cooked.Iflag)
+	}
+	if strings.Contains(tm.output(), "RESUMED") {
+		t.Fatal("the agent ran on while stopped")
+	}
+	// fg: the shell continues the job.
+	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	tm.waitFor(`RESUMED`)
+	raw, err := unix.IoctlGetTermios(mfd, unix.TCGETS)
+	if err != nil || raw.Lflag&unix.ICANON != 0 {
+		t.Errorf("after fg the terminal is not raw again: lflag %#x", raw.Lflag)
+	}
+	tm.typeKeys("back\r")
+	tm.waitFor(`ECHO back`)
+	if r := tm.finish(); r.Code != 6 || !r.Restored {
+		t.Errorf("Run = %d, restored %v; want 6, true", r.Code, r.Restored)
+	}
+}
+
+// waitState waits until the launcher's state is want ("T": stopped).
+func waitState(t *testing.T, tm *terminal, want string) {
+	t.Helper()
+	pid := tm.cmd.Process.Pid
+	deadline := time.Now().Add(waitLimit)
+	for procState(pid) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the launcher's state is %s, want %s; the terminal showed:\n%q", procState(pid), want, tm.output())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// procState is the state letter of /proc/<pid>/stat.
+func procState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "?"
+	}
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return string(b[i+2])
+	}
+	return "?"
 }
 
 func TestSignalsForwarded(t *testing.T) {

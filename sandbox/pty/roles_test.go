@@ -3,6 +3,7 @@ package pty
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,13 +17,19 @@ import (
 	"golang.org/x/term"
 )
 
-// The tests re-execute the test binary in two roles, chosen by environment:
+// The tests re-execute the test binary in three roles, chosen by
+// environment:
 //
-//	outer: the in-jail helper. It is started by a test on a pty the test
-//	       owns (its controlling terminal, standing for the user's), calls
-//	       Run on an inner program and reports what Run returned.
-//	inner: the agent. Run starts it on a fresh pty; each mode exercises one
-//	       behaviour and prints what it observed.
+//	outer:  the launcher. It is started by a test on a pty the test owns
+//	        (its controlling terminal, standing for the user's). On a
+//	        terminal it holds the terminal (Attach) and starts the middle
+//	        role with the control socket, in a jail when the test wraps it;
+//	        otherwise it calls Run on the inner program itself. It reports
+//	        what happened.
+//	middle: the in-jail helper: Run on the inner program over the control
+//	        socket (Serve).
+//	inner:  the agent. Serve starts it on a fresh pty; each mode exercises
+//	        one behaviour and prints what it observed.
 const (
 	envRole   = "CCO_PTY_TEST_ROLE"
 	envMode   = "CCO_PTY_TEST_MODE"
@@ -30,12 +37,15 @@ const (
 	envInner  = "CCO_PTY_TEST_INNER"
 	envStdout = "CCO_PTY_TEST_STDOUT" // the outer role's stdout goes to this file
 	envStderr = "CCO_PTY_TEST_STDERR" // the outer role's stderr goes to this file
+	envWrap   = "CCO_PTY_TEST_WRAP"   // the middle role's command before the test binary, separated by 0x1f
 )
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(envRole) {
 	case "outer":
 		outerMain()
+	case "middle":
+		middleMain()
 	case "inner":
 		innerMain(os.Getenv(envMode))
 	default:
@@ -73,7 +83,13 @@ func outerMain() {
 	cmd := exec.Command(path)
 	cmd.Env = append(os.Environ(), envRole+"=inner")
 	rep := report{StdinTTY: IsTerminal(os.Stdin)}
-	code, err := Run(cmd)
+	var code int
+	var err error
+	if IsTerminal(os.Stdin) && IsTerminal(os.Stdout) {
+		code, err = launch()
+	} else {
+		code, err = Run(cmd)
+	}
 	after, aerr := unix.IoctlGetTermios(0, unix.TCGETS)
 	rep.Code = code
 	if err != nil {
@@ -85,6 +101,77 @@ func outerMain() {
 		fmt.Fprintln(os.Stderr, "writing the report:", err)
 		os.Exit(90)
 	}
+	os.Exit(code)
+}
+
+// launch is what the shadow does on a terminal: the control socket, the
+// setup, the user's terminal attached, and the helper (the middle role)
+// started with the socket as its descriptor 3 and nothing of the terminal.
+func launch() (int, error) {
+	setup, err := SetupOf(os.Stdin, !IsTerminal(os.Stderr))
+	if err != nil {
+		return 126, err
+	}
+	host, jail, err := NewControl()
+	if err != nil {
+		return 126, err
+	}
+	if err := SendSetup(host, setup); err != nil {
+		return 126, err
+	}
+	t, err := Attach(host, os.Stdin, os.Stdout)
+	if err != nil {
+		return 126, err
+	}
+	argv := []string{os.Args[0]}
+	if w := os.Getenv(envWrap); w != "" {
+		argv = append(strings.Split(w, "\x1f"), argv...)
+	}
+	middle := exec.Command(argv[0], argv[1:]...)
+	middleReport := os.Getenv(envReport) + ".middle"
+	middle.Env = append(os.Environ(), envRole+"=middle", envReport+"="+middleReport)
+	middle.ExtraFiles = []*os.File{jail}
+	middle.Stderr = os.Stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	if err := middle.Start(); err != nil {
+		return 126, err
+	}
+	jail.Close()
+	go func() {
+		for s := range sigs {
+			_ = middle.Process.Signal(s)
+		}
+	}()
+	_ = middle.Wait()
+	t.Close()
+	var r report
+	if b, err := os.ReadFile(middleReport); err == nil {
+		_ = json.Unmarshal(b, &r)
+	}
+	if r.Err != "" {
+		err = errors.New(r.Err)
+	}
+	return exitStatus(middle.ProcessState), err
+}
+
+// middleMain is the helper in the jail: Run over the control socket.
+func middleMain() {
+	UseControl(os.NewFile(3, "pty-control"))
+	path := os.Args[len(os.Args)-1]
+	if p := os.Getenv(envInner); p != "" {
+		path = p
+	}
+	cmd := exec.Command(path)
+	cmd.Env = append(os.Environ(), envRole+"=inner")
+	code, err := Run(cmd)
+	var r report
+	r.Code = code
+	if err != nil {
+		r.Err = err.Error()
+	}
+	b, _ := json.Marshal(r)
+	_ = os.WriteFile(os.Getenv(envReport), b, 0o644)
 	os.Exit(code)
 }
 
@@ -159,6 +246,17 @@ func innerMain(mode string) {
 		os.Exit(4)
 	case "jobctl":
 		jobControl()
+	case "suspend":
+		// The default for SIGTSTP: ^Z stops the program, as it stops an
+		// agent; SIGCONT continues it.
+		cont := make(chan os.Signal, 1)
+		signal.Notify(cont, unix.SIGCONT)
+		fmt.Println("READY")
+		<-cont
+		fmt.Println("RESUMED")
+		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		fmt.Println("ECHO", strings.TrimSpace(line))
+		os.Exit(6)
 	case "plain":
 		fmt.Printf("TTY=%v\n", term.IsTerminal(0))
 		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
@@ -187,8 +285,10 @@ func jobControl() {
 	if ttyErr == nil {
 		tty.Close()
 	}
+	// The helper leads the session; the agent leads the foreground
+	// process group of its terminal.
 	state := "bad"
-	if sid == pid && unix.Getpgrp() == pid && fgErr == nil && fg == pid && ttyErr == nil {
+	if sid != pid && unix.Getpgrp() == pid && fgErr == nil && fg == pid && ttyErr == nil {
 		state = "ok"
 	}
 	fmt.Printf("SESSION %s sid=%d pid=%d pgrp=%d fg=%d tty=%v\n", state, sid, pid, unix.Getpgrp(), fg, ttyErr)

@@ -5,19 +5,14 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // Forward sends s to the agent: the child of bwrap's pid-1 reaper (whose
-// host pid bwrap reported). A ^C typed at the terminal already reached the
-// agent, so SIGINT and SIGQUIT are forwarded only when this process is not
-// in the terminal's foreground.
+// host pid bwrap reported). The jail is in a session and a process group
+// of its own, so a signal the terminal sends (^C, ^\) reaches only the
+// launcher, which passes it on here.
 func Forward(reaper int, s syscall.Signal) {
 	if reaper <= 0 {
-		return
-	}
-	if (s == syscall.SIGINT || s == syscall.SIGQUIT) && inForeground() {
 		return
 	}
 	target := reaper
@@ -29,14 +24,4 @@ func Forward(reaper int, s syscall.Signal) {
 		}
 	}
 	syscall.Kill(target, s)
-}
-
-func inForeground() bool {
-	f, err := os.Open("/dev/tty")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	pg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	return err == nil && pg == syscall.Getpgrp()
 }

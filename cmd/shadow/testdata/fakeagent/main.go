@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -102,6 +103,25 @@ func main() {
 		if ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ); err == nil {
 			report["winsize"] = fmt.Sprintf("%dx%d", ws.Row, ws.Col)
 		}
+		// Every terminal any process the jail can see holds: none may be
+		// the user's (a host devpts device).
+		var ttys []string
+		fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+		for _, fd := range fds {
+			var fst unix.Stat_t
+			if unix.Stat(fd, &fst) == nil && fst.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(fst.Rdev) >= 136 && unix.Major(fst.Rdev) <= 143 {
+				ttys = append(ttys, fd+"="+strconv.FormatUint(fst.Dev, 10))
+			}
+		}
+		report["tty_fds"] = strings.Join(ttys, " ")
+		if f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err != nil {
+			report["dev_tty"] = res(err)
+		} else {
+			var tst unix.Stat_t
+			unix.Fstat(int(f.Fd()), &tst)
+			f.Close()
+			report["dev_tty"] = strconv.FormatUint(tst.Dev, 10)
+		}
 		c := byte('x')
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c)))
 		report["tiocsti_stdin"] = res(e)
@@ -111,6 +131,17 @@ func main() {
 		b, _ := json.Marshal(report)
 		os.Stdout.Write(append(b, '\n'))
 		os.Exit(p.Code)
+	case "suspend":
+		// ^Z stops it (SIGTSTP's default); SIGCONT continues it.
+		cont := make(chan os.Signal, 1)
+		signal.Notify(cont, syscall.SIGCONT)
+		fmt.Print("READY\r\n")
+		<-cont
+		fmt.Print("RESUMED\r\n")
+		line := make([]byte, 64)
+		n, _ := os.Stdin.Read(line)
+		fmt.Printf("ECHO %s\r\n", strings.TrimSpace(string(line[:n])))
+		os.Exit(6)
 	case "argv":
 		report["pidns"], _ = os.Readlink("/proc/self/ns/pid")
 		report["mntns"], _ = os.Readlink("/proc/self/ns/mnt")
