@@ -144,10 +144,15 @@ const EnvSelect = "CCO_AGENT"
 
 var table = map[string]*Profile{
 	"claude": {
-		Name:              "claude",
-		Binary:            "/usr/libexec/cco/claude/current/claude",
-		Login:             []string{".claude"},
-		HomeReadOnly:      []string{".claude/settings.json"},
+		Name:   "claude",
+		Binary: "/usr/libexec/cco/claude/current/claude",
+		Login:  []string{".claude"},
+		// What Claude Code loads at start that can run a command: its
+		// settings (hooks, statusLine, apiKeyHelper, env), plugins (their
+		// hooks and MCP servers), custom commands (! shell lines), skills
+		// and subagents (their hooks). ADR 43 gives each reason.
+		HomeReadOnly: []string{".claude/settings.json", ".claude/plugins/", ".claude/commands/", ".claude/skills/",
+			".claude/agents/"},
 		Masks:             []string{".local/share/claude"},
 		WorkspaceDirs:     []string{".claude"},
 		WorkspaceReadOnly: []string{".claude/settings.json", ".claude/settings.local.json"},
@@ -188,10 +193,15 @@ var table = map[string]*Profile{
 		rewrite:        claudeArgs,
 	},
 	"codex": {
-		Name:              "codex",
-		Binary:            "/usr/libexec/cco/codex-dist/current/bin/codex",
-		Login:             []string{".codex"},
-		HomeReadOnly:      []string{".codex/config.toml"},
+		Name:   "codex",
+		Binary: "/usr/libexec/cco/codex-dist/current/bin/codex",
+		Login:  []string{".codex"},
+		// Codex's config (MCP servers, notify, shell environment), the
+		// .env it loads before anything else (PATH, BROWSER), its hooks,
+		// execpolicy rules (which commands run unasked), plugins and
+		// skills. ADR 43 gives each reason.
+		HomeReadOnly: []string{".codex/config.toml", ".codex/.env", ".codex/hooks.json", ".codex/rules/", ".codex/plugins/",
+			".codex/skills/"},
 		Masks:             []string{".codex/packages"},
 		WorkspaceDirs:     []string{".codex"},
 		WorkspaceReadOnly: []string{".codex/config.toml"},
@@ -219,11 +229,18 @@ var table = map[string]*Profile{
 	// node would take the first node on the jail's PATH: the jail runs the
 	// Node that gemini.node names instead, linked beside the version.
 	"gemini": {
-		Name:              "gemini",
-		Binary:            "/usr/libexec/cco/gemini/current/bundle/gemini.js",
-		Interpreter:       "/usr/libexec/cco/gemini/current/node",
-		Login:             []string{".gemini"},
-		HomeReadOnly:      []string{".gemini/settings.json"},
+		Name:        "gemini",
+		Binary:      "/usr/libexec/cco/gemini/current/bundle/gemini.js",
+		Interpreter: "/usr/libexec/cco/gemini/current/node",
+		Login:       []string{".gemini"},
+		// Gemini CLI's settings (hooks, MCP servers, tool discovery), the
+		// .env it loads at start, extensions (MCP servers, hooks,
+		// commands), the trust lists for folders and hooks, policies
+		// (which tools run unasked), custom commands (!{shell}), skills,
+		// subagents and the MCP enablement list. ADR 43 gives each reason.
+		HomeReadOnly: []string{".gemini/settings.json", ".gemini/.env", ".gemini/extensions/", ".gemini/trustedFolders.json",
+			".gemini/trusted_hooks.json", ".gemini/policies/", ".gemini/commands/", ".gemini/skills/", ".gemini/agents/",
+			".gemini/mcp-server-enablement.json"},
 		WorkspaceDirs:     []string{".gemini"},
 		WorkspaceReadOnly: []string{".gemini/settings.json"},
 		// GEMINI_SANDBOX=false wins over --sandbox and the settings (its

@@ -110,7 +110,7 @@ func TestGeminiProfile(t *testing.T) {
 	if g.Binary != "/usr/libexec/cco/gemini/current/bundle/gemini.js" || g.Default || g.AppServer || g.Policy != "gemini" {
 		t.Errorf("profile %+v", g)
 	}
-	if !reflect.DeepEqual(g.Login, []string{".gemini"}) || !reflect.DeepEqual(g.HomeReadOnly, []string{".gemini/settings.json"}) {
+	if !reflect.DeepEqual(g.Login, []string{".gemini"}) || !slices.Contains(g.HomeReadOnly, ".gemini/settings.json") || !slices.Contains(g.HomeReadOnly, ".gemini/extensions/") {
 		t.Errorf("login %v, read-only %v", g.Login, g.HomeReadOnly)
 	}
 	for _, e := range []string{"GEMINI_SANDBOX=false", "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/nonexistent/cco/gemini-settings.json"} {

@@ -115,6 +115,17 @@ func newFixture(t testing.TB) *fixture {
 	} {
 		must(t, os.WriteFile(p, []byte("{}"), 0o600))
 	}
+	// The login-state names every profile shows read-only.
+	for _, p := range agent.All() {
+		for _, rel := range p.HomeReadOnly {
+			if strings.HasSuffix(rel, "/") {
+				must(t, os.MkdirAll(filepath.Join(f.home, rel), 0o700))
+			} else if _, err := os.Lstat(filepath.Join(f.home, rel)); err != nil {
+				must(t, os.MkdirAll(filepath.Dir(filepath.Join(f.home, rel)), 0o700))
+				must(t, os.WriteFile(filepath.Join(f.home, rel), []byte("{}"), 0o600))
+			}
+		}
+	}
 	// What git init leaves, and the two names git follows that it does not
 	// make (which a launch otherwise gives placeholders).
 	must(t, os.MkdirAll(f.ws+"/.git/info", 0o700))
@@ -275,8 +286,9 @@ func TestArgvClaude(t *testing.T) {
 	_, pr, c := f.plan(t, "claude", 1000, nil, hostEnv)
 	h := f.home
 	c.order(m("--perms", "0700", "--tmpfs", h), m("--bind", h+"/.claude", h+"/.claude"),
-		m("--bind", f.ws, f.ws), m("--ro-bind", h+"/.claude/settings.json", h+"/.claude/settings.json"),
-		m("--tmpfs", h+"/.local/share/claude"))
+		m("--ro-bind", h+"/.claude/settings.json", h+"/.claude/settings.json"),
+		m("--ro-bind", h+"/.claude/plugins", h+"/.claude/plugins"),
+		m("--bind", f.ws, f.ws), m("--tmpfs", h+"/.local/share/claude"))
 	c.has("--ro-bind", SystemRoot+"/usr/libexec/cco/claude/current/claude", h+"/.local/bin/claude")
 	c.has("--setenv", "CLAUDE_CONFIG_DIR", h+"/.claude")
 	c.has("--setenv", "DISABLE_AUTOUPDATER", "1")
@@ -306,8 +318,8 @@ func TestArgvCodex(t *testing.T) {
 	_, _, c := f.plan(t, "codex", 1000, nil, hostEnv)
 	h := f.home
 	c.order(m("--perms", "0700", "--tmpfs", h), m("--bind", h+"/.codex", h+"/.codex"),
-		m("--bind", f.ws, f.ws), m("--ro-bind", h+"/.codex/config.toml", h+"/.codex/config.toml"),
-		m("--tmpfs", h+"/.codex/packages"))
+		m("--ro-bind", h+"/.codex/config.toml", h+"/.codex/config.toml"), m("--ro-bind", h+"/.codex/.env", h+"/.codex/.env"),
+		m("--bind", f.ws, f.ws), m("--tmpfs", h+"/.codex/packages"))
 	c.has("--setenv", "CODEX_UPDATE_DISABLED", "1")
 	c.lacks("--setenv", "DISABLE_UPDATES", "1")
 	c.lacks("--setenv", "CLAUDE_CONFIG_DIR", h+"/.claude")
@@ -365,7 +377,7 @@ func TestArgvRootHomeIsRootNotMasked(t *testing.T) {
 func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 	f := newFixture(t)
 	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", f.ws + "/.git/info", f.ws + "/.git/commondir", f.ws + "/.git/config.worktree",
-		f.ws + "/.claude/settings.json", f.home + "/.claude/settings.json", f.home + "/.codex/packages"} {
+		f.ws + "/.claude/settings.json", f.home + "/.codex/packages"} {
 		must(t, os.RemoveAll(p))
 	}
 	must(t, os.RemoveAll(f.ws+"/.codex"))
@@ -375,18 +387,17 @@ func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 	// JSON, "." for commondir; the descriptors count from 6 in argv order
 	// (the gitconfig first), the marker last.
 	c.order(m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"), m("--bind", f.ws, f.ws),
-		m("--perms", "0444", "--ro-bind-data", "7", f.home+"/.claude/settings.json"),
 		m("--tmpfs", f.ws+"/.codex", "--remount-ro", f.ws+"/.codex"),
-		m("--perms", "0444", "--ro-bind-data", "8", f.ws+"/.claude/settings.json"),
-		m("--perms", "0444", "--ro-bind-data", "9", f.ws+"/.claude/settings.local.json"),
-		m("--perms", "0444", "--ro-bind-data", "10", f.ws+"/.git/config"),
-		m("--perms", "0444", "--ro-bind-data", "11", f.ws+"/.git/config.worktree"),
-		m("--perms", "0444", "--ro-bind-data", "12", f.ws+"/.git/commondir"),
+		m("--perms", "0444", "--ro-bind-data", "7", f.ws+"/.claude/settings.json"),
+		m("--perms", "0444", "--ro-bind-data", "8", f.ws+"/.claude/settings.local.json"),
+		m("--perms", "0444", "--ro-bind-data", "9", f.ws+"/.git/config"),
+		m("--perms", "0444", "--ro-bind-data", "10", f.ws+"/.git/config.worktree"),
+		m("--perms", "0444", "--ro-bind-data", "11", f.ws+"/.git/commondir"),
 		m("--tmpfs", f.ws+"/.git/hooks", "--remount-ro", f.ws+"/.git/hooks"),
-		m("--perms", "0444", "--ro-bind-data", "13", MarkerPath))
+		m("--perms", "0444", "--ro-bind-data", "12", MarkerPath))
 	data := DataFiles(s)
-	wantData := []string{"", "{}\n", "{}\n", "{}\n", "", "", ".\n"}
-	if len(data) != 8 || !strings.Contains(string(data[7]), `"agent":"claude"`) {
+	wantData := []string{"", "{}\n", "{}\n", "", "", ".\n"}
+	if len(data) != 7 || !strings.Contains(string(data[6]), `"agent":"claude"`) {
 		t.Errorf("data files %q", data)
 	} else {
 		for i, w := range wantData[1:] {
@@ -397,7 +408,7 @@ func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 	}
 	// A missing agent directory is an empty read-only directory in the
 	// jail, over a placeholder: a session cannot create it.
-	want := []Placeholder{{Path: f.ws + "/.codex", Dir: true}, {Path: f.home + "/.claude/settings.json", Data: "{}\n"},
+	want := []Placeholder{{Path: f.ws + "/.codex", Dir: true},
 		{Path: f.ws + "/.claude/settings.json", Data: "{}\n"}, {Path: f.ws + "/.claude/settings.local.json", Data: "{}\n"},
 		{Path: f.ws + "/.git/config"}, {Path: f.ws + "/.git/config.worktree"}, {Path: f.ws + "/.git/commondir", Data: ".\n"},
 		{Path: f.ws + "/.git/hooks", Dir: true}, {Path: f.ws + "/.git/info", Dir: true}}
@@ -409,6 +420,43 @@ func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 	_, pr, _ = f.plan(t, "codex", 1000, nil, nil)
 	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.home + "/.codex/packages", Dir: true}) {
 		t.Errorf("codex placeholders %v lack ~/.codex/packages", pr.Placeholders)
+	}
+}
+
+// TestLoginStateStandIns: the login-state names the vendor loads at start,
+// missing, are made once and kept (not placeholders), then bound
+// read-only; a link there refuses the launch.
+func TestLoginStateStandIns(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.RemoveAll(f.home+"/.codex/.env"))
+	must(t, os.RemoveAll(f.home+"/.codex/rules"))
+	p, _ := agent.Lookup("codex")
+	l := &Launch{Profile: p, Config: &Config{}, Home: f.home, User: "ada", Cwd: f.ws, Session: "s"}
+	s, pr, err := Plan(l)
+	must(t, err)
+	for _, w := range []Placeholder{{Path: f.home + "/.codex/.env"}, {Path: f.home + "/.codex/rules", Dir: true}} {
+		if !slices.Contains(pr.StandIns, w) {
+			t.Errorf("stand-ins %v lack %v", pr.StandIns, w)
+		}
+		if slices.ContainsFunc(pr.Placeholders, func(ph Placeholder) bool { return ph.Path == w.Path }) {
+			t.Errorf("%s is a placeholder, removed after the session: it must stay", w.Path)
+		}
+	}
+	sess, err := Prepare(f.home, "", pr)
+	must(t, err)
+	sess.Finish()
+	for _, p := range []string{f.home + "/.codex/.env", f.home + "/.codex/rules"} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was not made, or not kept after the session: %v", p, err)
+		}
+	}
+	c := &argvCheck{t: t, argv: resolvedArgv(t, s)}
+	c.has("--ro-bind", f.home+"/.codex/.env", f.home+"/.codex/.env")
+	c.has("--ro-bind", f.home+"/.codex/rules", f.home+"/.codex/rules")
+	must(t, os.RemoveAll(f.home+"/.codex/hooks.json"))
+	must(t, os.Symlink(f.home+"/.ssh", f.home+"/.codex/hooks.json"))
+	if _, _, err := Plan(l); err == nil || !strings.Contains(err.Error(), "hooks.json is a symbolic link") {
+		t.Errorf("a link at a login-state name: %v", err)
 	}
 }
 
@@ -513,7 +561,7 @@ func TestArgvPure(t *testing.T) {
 		"--perms", "0700", "--tmpfs", "/h", "--bind-fd", "7", "/h/.a", "--bind-fd", "8", "/w",
 		"--ro-bind-fd", "9", "/w/.git/config", "--tmpfs", "/h/.a/p", "--ro-bind", "/dev/null", "/etc/shadow",
 		"--tmpfs", "/root", "--remount-ro", "/root", "--tmpfs", "/h/.cache", "--remount-ro", "/h",
-		"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--perms", "0444", "--ro-bind-data", "5", MarkerPath, "--chdir", "/w/sub",
+		"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--remount-ro", "/dev", "--perms", "0444", "--ro-bind-data", "5", MarkerPath, "--chdir", "/w/sub",
 		"--", "/helper", "exec", "--", "/bin/agent", "--", "-x"}
 	a := Argv(s)
 	if !slices.Equal(a, want) {

@@ -412,4 +412,7 @@ func (s *Session) Tampered() []string {
 func (s *Session) WatchRepos(ws string, repos []string) {
 	s.ws = ws
 	s.repos = snapshotRepos(repos)
+	if ws != "" {
+		s.sourced = snapshotSourced(sourcedDirs(ws, repos))
+	}
 }

@@ -194,3 +194,30 @@ func TestTampered(t *testing.T) {
 		t.Errorf("Tampered() =\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestSourcedFilesWarned: after the session, each file that a host tool
+// reads on its own (direnv's .envrc and its .envrc.local, npm's .npmrc,
+// VS Code's tasks) and that the session created or changed gets a warning,
+// in the workspace and in a nested repository; one left alone does not.
+func TestSourcedFilesWarned(t *testing.T) {
+	f := newFixture(t)
+	nested := f.ws + "/lib/dep"
+	must(t, os.MkdirAll(nested+"/.git", 0o755))
+	must(t, os.WriteFile(f.ws+"/.envrc", []byte("source_env_if_exists .envrc.local\n"), 0o644))
+	must(t, os.WriteFile(f.ws+"/.npmrc", []byte("fund=false\n"), 0o644))
+	s := &Session{}
+	s.WatchRepos(f.ws, FindRepos(f.ws))
+	must(t, os.WriteFile(f.ws+"/.envrc.local", []byte("evil\n"), 0o644))
+	must(t, os.WriteFile(f.ws+"/.npmrc", []byte("node-options=--require /tmp/evil.js\n"), 0o644))
+	must(t, os.MkdirAll(nested+"/.vscode", 0o755))
+	must(t, os.WriteFile(nested+"/.vscode/tasks.json", []byte("{}"), 0o644))
+	got := strings.Join(s.Added(), "\n")
+	for _, want := range []string{f.ws + "/.envrc.local:", f.ws + "/.npmrc:", nested + "/.vscode/tasks.json:"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no warning for %s in:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, f.ws+"/.envrc:") {
+		t.Errorf("a warning for the untouched .envrc:\n%s", got)
+	}
+}

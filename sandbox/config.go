@@ -57,6 +57,10 @@ const DefaultConfigTOML = `# cco sandbox configuration. Root-owned; read by the 
 # empty ones in memory.
 # caches = "persist"
 
+# Paths hidden in the jail (an empty directory, or an unreadable file): absolute,
+# or starting with ~/. Other users' homes are always hidden.
+# hide = []
+
 # Give claude --dangerously-skip-permissions (the jail is the boundary).
 # claude_skip_permissions = false
 
@@ -89,6 +93,8 @@ type Config struct {
 	HomeReadOnly []string `toml:"home_read_only"`
 	// Caches is caches.Persist (also when empty) or caches.Session.
 	Caches string `toml:"caches"`
+	// Hide are paths (absolute, or ~/) masked in the jail.
+	Hide []string `toml:"hide"`
 	// homeTrees are the home-relative trees bound read-only: the parsed
 	// home_read_only, or toolchains.Default when the key is not set.
 	homeTrees []string
@@ -241,6 +247,14 @@ func ParseConfig(data []byte, path string) (*Config, error) {
 	for _, t := range c.homeTrees {
 		if within(t, caches.Home) {
 			return nil, fmt.Errorf("%s: home_read_only entry \"~/%s\" lies in ~/%s, which the jail keeps apart for each agent (fix: remove it from home_read_only)", path, t, caches.Home)
+		}
+	}
+	for _, h := range c.Hide {
+		if rel, ok := strings.CutPrefix(h, "~/"); ok && rel != "" && !strings.HasPrefix(filepath.Clean(rel), "..") {
+			continue
+		}
+		if !filepath.IsAbs(h) || filepath.Clean(h) == "/" {
+			return nil, fmt.Errorf("%s: hide entry %q is neither an absolute path nor a path below ~/ (fix: write it as /abs/path or ~/path)", path, h)
 		}
 	}
 	if err := caches.Check(c.Caches); err != nil {

@@ -54,7 +54,7 @@ func TestPlanEgress(t *testing.T) {
 	for _, tc := range []struct {
 		sock   string
 		masked bool
-	}{{"/var/tmp/cco-1000/1-a.sock", true}, {"/tmp/cco-1000/1-a.sock", false}} {
+	}{{"/srv/cco-test/cco-1000/1-a.sock", true}, {"/var/tmp/cco-1000/1-a.sock", false}, {"/tmp/cco-1000/1-a.sock", false}} {
 		s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Egress: egress.ModePublic, EgressSocket: tc.sock})
 		must(t, err)
 		c := &argvCheck{t: t, argv: Argv(s)}

@@ -28,6 +28,17 @@ func TestArgvGolden(t *testing.T) {
 	old := procNetUnix
 	procNetUnix = empty
 	defer func() { procNetUnix = old }()
+	// And a host of its own: cgroup v2, one other user.
+	fake := func(v *string, name, text string) {
+		p := filepath.Join(t.TempDir(), name)
+		must(t, os.WriteFile(p, []byte(text), 0o600))
+		old := *v
+		*v = p
+		t.Cleanup(func() { *v = old })
+	}
+	fake(&procMountinfo, "mountinfo", "30 22 0:27 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n")
+	fake(&procCgroup, "cgroup", "0::/user.slice/user-1000.slice/session-1.scope\n")
+	fake(&etcPasswd, "passwd", "root:x:0:0::/root:/bin/bash\nada:x:1000:1000::/home/ada:/bin/bash\nbob:x:1001:1001::/srv/cco-golden-no-such-home:/bin/bash\n")
 	base := filepath.Dir(filepath.Dir(f.ws))
 	socket := filepath.Join(f.rt, "egress.sock")
 	for _, name := range []string{"claude", "codex"} {

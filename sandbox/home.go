@@ -19,6 +19,53 @@ import (
 // needs: the user's toolchains (read-only), dependency caches that last
 // (the agent's own), the user's PATH, and the agent's own credentials.
 
+// loginReadOnly re-binds a path of the agent's login state read-only: one
+// the vendor loads at start and that can name a command (settings, env
+// files, plugins, trust lists). A missing one is made once and kept (an
+// empty directory for a name ending in "/", an empty file, "{}" for
+// JSON), so that a session cannot create it for the vendor run unwrapped to
+// load; the vendor reads it as empty. A link is refused.
+func (pl *planner) loginReadOnly(rel string) error {
+	dir := strings.HasSuffix(rel, "/")
+	p := filepath.Join(pl.home, rel)
+	fi, err := os.Lstat(p)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return refuseLink(p)
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ENOTDIR):
+		pl.pr.StandIns = append(pl.pr.StandIns, Placeholder{Path: p, Dir: dir, Data: standIn(rel)})
+	default:
+		return fmt.Errorf("checking %s: %w", p, err)
+	}
+	pl.seen[p] = true
+	pl.s.HomeReadOnly = append(pl.s.HomeReadOnly, Bind{Src: p, Dst: p})
+	pl.pr.Protected = append(pl.pr.Protected, p)
+	return nil
+}
+
+// makeStandIns makes the missing login-state names, without following a
+// link (a name that exists by now is left as it is).
+func makeStandIns(ins []Placeholder) error {
+	for _, ph := range ins {
+		var err error
+		if ph.Dir {
+			err = unix.Mkdir(ph.Path, 0o700)
+		} else {
+			var fd int
+			fd, err = unix.Open(ph.Path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+			if err == nil {
+				_, err = unix.Write(fd, []byte(ph.Data))
+				unix.Close(fd)
+			}
+		}
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("creating %s, which the jail shows read-only: %w (fix: create it yourself, empty)", ph.Path, err)
+		}
+	}
+	return nil
+}
+
 // toolchainTrees binds the home_read_only trees that exist, read-only, and
 // masks the credential files known to live in them. It returns the trees
 // it bound (absolute). A tree that is, or lies below, a link refuses.

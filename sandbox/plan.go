@@ -111,6 +111,10 @@ type Prep struct {
 	// CacheDirs are the agent's cache tree and its directories, created
 	// (mode 0700) when missing.
 	CacheDirs []string
+	// StandIns are login-state files and directories that the jail shows
+	// read-only and that did not exist: made once, for good, so that no
+	// session can create them.
+	StandIns []Placeholder
 	// Notes are one-line messages for the user: what this launch does
 	// differently from what they may expect (no workspace, a variable
 	// not passed).
@@ -169,7 +173,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pl.hostBound = append(pl.hostBound, ws)
 	}
 	for _, rel := range p.HomeReadOnly {
-		if err := pl.readOnly(filepath.Join(home, rel), guarded{data: standIn(rel)}); err != nil {
+		if err := pl.loginReadOnly(rel); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -217,6 +221,10 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			return nil, nil, err
 		}
 	}
+	if err := pl.hidden(l.Config.Hide); err != nil {
+		return nil, nil, err
+	}
+	pl.sysView()
 	hostBound := pl.hostBound
 
 	for _, rel := range p.Masks {
@@ -450,15 +458,17 @@ func under(p string, dirs []string) bool {
 	return false
 }
 
-// privateDirs are the host's socket-bearing directories, each given an
-// empty tmpfs: /tmp, /run, /var/run (left out when it is a link to /run)
-// and $XDG_RUNTIME_DIR. One below another is covered by it already
+// privateDirs are the host's scratch and socket-bearing directories, each
+// given an empty tmpfs: /tmp, /var/tmp, /run, /var/run (each left out when
+// it is a link, to /run or /tmp) and $XDG_RUNTIME_DIR. One below another is covered by it already
 // (/run/user/1000 by /run): each mount costs bwrap a read of the whole
 // mount table, so it gets none of its own.
 func privateDirs(environ []string) []string {
 	out := []string{"/tmp", "/run"}
-	if fi, err := os.Lstat("/var/run"); err == nil && fi.IsDir() {
-		out = append(out, "/var/run")
+	for _, d := range []string{"/var/tmp", "/var/run"} {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			out = append(out, d)
+		}
 	}
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok && filepath.IsAbs(v) {

@@ -94,8 +94,10 @@ func TestNoWorkspace(t *testing.T) {
 
 func TestPrivateDirs(t *testing.T) {
 	base := []string{"/tmp", "/run"}
-	if fi, err := os.Lstat("/var/run"); err == nil && fi.IsDir() {
-		base = append(base, "/var/run")
+	for _, d := range []string{"/var/tmp", "/var/run"} {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			base = append(base, d)
+		}
 	}
 	for xdg, extra := range map[string][]string{
 		"/var/xdg/1000":  {"/var/xdg/1000"},

@@ -46,7 +46,9 @@ func (s *Session) Added() []string {
 		}
 	}
 	if s.ws != "" {
-		out = append(out, repoWarnings(s.repos, FindRepos(s.ws))...)
+		repos := FindRepos(s.ws)
+		out = append(out, repoWarnings(s.repos, repos)...)
+		out = append(out, sourcedWarnings(s.sourced, sourcedDirs(s.ws, repos))...)
 	}
 	return out
 }

@@ -31,6 +31,9 @@ type Session struct {
 	// launch (WatchRepos), for the audit after the session.
 	ws    string
 	repos repoFiles
+	// sourced are the stamps of the files host tools read on their own
+	// (sourced.go).
+	sourced map[string]fileStamp
 	// protected are Prep.Protected's inodes once the placeholders exist.
 	protected []protectedStamp
 	// launched is the running jail, for a Session that Start made.
@@ -56,6 +59,9 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 		}
 	}
 	if err := makeCacheDirs(home, pr.CacheDirs); err != nil {
+		return nil, err
+	}
+	if err := makeStandIns(pr.StandIns); err != nil {
 		return nil, err
 	}
 	for _, c := range pr.CarryOver {

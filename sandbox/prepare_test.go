@@ -43,10 +43,15 @@ func TestPreparePlaceholdersAndFinish(t *testing.T) {
 		t.Fatalf("records %v", recs)
 	}
 	s.Finish()
-	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", f.home + "/.claude/settings.json", s.rec.Runtime} {
+	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", s.rec.Runtime} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s left behind: %v", p, err)
 		}
+	}
+	// The login state's stand-ins stay: a session must never be able to
+	// create them.
+	if b, err := os.ReadFile(f.home + "/.claude/settings.json"); err != nil || string(b) != "{}\n" {
+		t.Errorf("~/.claude/settings.json after the session: %q %v, want the kept stand-in {}", b, err)
 	}
 	if recs, _ := filepath.Glob(filepath.Join(registryDir(f.home), "*.json")); len(recs) != 0 {
 		t.Errorf("records left %v", recs)

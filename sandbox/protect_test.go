@@ -129,15 +129,20 @@ func TestSocketPath(t *testing.T) {
 	}
 }
 
-// A host socket the jail would see is masked; one under a private tmpfs or
+// A host socket the jail would see is masked: in the workspace one by one,
+// elsewhere with its whole directory (private before the binds when it
+// holds one, such as the workspace's parent). One under a private tmpfs or
 // the home's tmpfs costs nothing.
 func TestSocketMasks(t *testing.T) {
 	f := newFixture(t)
 	visible := filepath.Join(filepath.Dir(f.ws), "app.sock")
 	inWS := f.ws + "/dev.sock"
 	inHome := f.home + "/.x.sock"
+	other := filepath.Join(filepath.Dir(filepath.Dir(f.ws)), "srv", "run")
+	must(t, os.MkdirAll(other, 0o755))
+	many := []string{other + "/a.sock", other + "/b.sock", other + "/c.sock"}
 	var lines []string
-	for _, p := range []string{visible, inWS, inHome, "/tmp/hidden.sock"} {
+	for _, p := range append([]string{visible, inWS, inHome, "/tmp/hidden.sock"}, many...) {
 		if strings.HasPrefix(p, "/tmp") {
 			lines = append(lines, "0: 00000002 00000000 00010000 0001 01 1 "+p)
 			continue
@@ -150,11 +155,20 @@ func TestSocketMasks(t *testing.T) {
 	old := procNetUnix
 	procNetUnix = list
 	defer func() { procNetUnix = old }()
-	_, _, c := planIn(t, f, f.ws)
-	c.has("--ro-bind", "/dev/null", visible)
+	s, _, c := planIn(t, f, f.ws)
+	src := filepath.Dir(f.ws)
+	c.order(m("--tmpfs", src), m("--perms", "0700", "--tmpfs", f.home), m("--bind", f.ws, f.ws))
+	c.lacks("--ro-bind", "/dev/null", visible)
 	c.has("--ro-bind", "/dev/null", inWS)
 	c.lacks("--ro-bind", "/dev/null", inHome)
 	c.lacks("--ro-bind", "/dev/null", "/tmp/hidden.sock")
+	c.has("--tmpfs", other, "--remount-ro", other)
+	for _, p := range many {
+		c.lacks("--ro-bind", "/dev/null", p)
+	}
+	if !slices.Contains(s.Private, src) {
+		t.Errorf("private %q lacks %s", s.Private, src)
+	}
 }
 
 func mkSock(t testing.TB, p string) {

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"bytes"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // A read-only mount does not stop connect(2) on a unix socket: the write
@@ -17,24 +19,81 @@ import (
 var procNetUnix = "/proc/net/unix"
 
 // socketMasks are the masks for the listed host sockets the jail would
-// otherwise see.
+// otherwise see. Outside the trees bound read-write, a directory that holds
+// sockets is masked as a whole (one mount however many sockets are in it,
+// and none that can vanish while bwrap builds the jail): where it holds a
+// bind, it becomes private before anything is bound, so that the binds
+// are made inside it. Sockets one by one are masked only where a whole
+// directory must stay: in the trees bound read-write (the user's own) and
+// in the system's top directories, where only root makes sockets. Another
+// user can make sockets only in world-writable directories or their own
+// home (hidden): no count of them adds more than one mount a directory.
 func socketMasks(s *Spec) []Mask {
 	b, err := os.ReadFile(procNetUnix)
 	if err != nil {
 		return nil
 	}
+	rw := s.readWriteTrees()
+	binds := []string{}
+	if s.Home != "" {
+		binds = append(binds, s.Home)
+	}
+	s.eachBind(func(b *Bind, _ bool) { binds = append(binds, b.Dst) })
 	var out []Mask
 	seen := map[string]bool{}
+	dirs := map[string]bool{}
 	for _, line := range bytes.Split(b, []byte("\n"))[1:] {
 		p := socketPath(line)
-		if p == "" || seen[p] || !s.hostVisible(p) {
+		if p == "" || seen[p] {
 			continue
 		}
 		seen[p] = true
-		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+		d := filepath.Dir(p)
+		if dirs[d] || under(p, s.Private) || !s.hostVisible(p) {
+			continue
+		}
+		if fi, err := os.Lstat(p); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+			continue
+		}
+		if under(p, rw) || systemTop[d] {
 			out = append(out, Mask{Path: p, Kind: MaskFile, Socket: true})
+			continue
+		}
+		dirs[d] = true
+	}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		if under(d, slices.Collect(maps.Keys(dirs))) {
+			continue // its parent is masked already
+		}
+		holds := false
+		for _, b := range binds {
+			if within(b, d) {
+				holds = true
+				break
+			}
+		}
+		if holds {
+			s.Private = append(s.Private, d)
+		} else {
+			out = append(out, Mask{Path: d, Kind: MaskDir})
 		}
 	}
+	return out
+}
+
+// systemTop are the directories a whole mask would take too much from:
+// only root makes sockets in them, and few.
+var systemTop = map[string]bool{"/": true, "/var": true, "/var/lib": true, "/srv": true, "/opt": true, "/usr": true,
+	"/etc": true, "/home": true, "/mnt": true, "/media": true, "/var/spool": true, "/var/cache": true}
+
+// readWriteTrees are the jail paths bound read-write from the host.
+func (s *Spec) readWriteTrees() []string {
+	var out []string
+	s.eachBind(func(b *Bind, rw bool) {
+		if rw && b.Src != "" {
+			out = append(out, b.Dst)
+		}
+	})
 	return out
 }
 

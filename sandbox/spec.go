@@ -5,7 +5,10 @@
 // placeholders, the carried-over and watched state files).
 package sandbox
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+)
 
 // Bind is one bind mount: Src on the host at Dst inside the jail. A
 // read-only Bind without Src needs nothing on the host: with EmptyDir it is
@@ -115,6 +118,10 @@ type Spec struct {
 	ReadOnly []Bind
 	// Masks come after every bind they could cover.
 	Masks []Mask
+	// SysBinds are read-only binds of the kernel's own trees, after the
+	// masks they lie in (the jail's own cgroup in an empty
+	// /sys/fs/cgroup).
+	SysBinds []Bind
 	// Scratch are writable tmpfs directories in the home (caches), made
 	// before the home's own tmpfs is remounted read-only.
 	Scratch []string
@@ -264,15 +271,30 @@ func (s *Spec) argv(d donor) []string {
 			}
 		}
 	})
+	var later []string
 	for _, m := range s.Masks {
 		switch m.Kind {
 		case MaskFile:
 			a = append(a, "--ro-bind", "/dev/null", m.Path)
 		case MaskDir:
-			a = append(a, "--tmpfs", m.Path, "--remount-ro", m.Path)
+			// A mask that holds a system bind turns read-only once the
+			// bind's mount point is made in it; until then it holds no
+			// more than mount points.
+			if slices.ContainsFunc(s.SysBinds, func(b Bind) bool { return within(b.Dst, m.Path) }) {
+				a = append(a, "--size", "65536", "--tmpfs", m.Path)
+				later = append(later, m.Path)
+			} else {
+				a = append(a, "--tmpfs", m.Path, "--remount-ro", m.Path)
+			}
 		default:
 			a = tmpfs(a, s, m.Path)
 		}
+	}
+	for _, b := range s.SysBinds {
+		a = append(a, "--ro-bind", b.Src, b.Dst)
+	}
+	for _, p := range later {
+		a = append(a, "--remount-ro", p)
 	}
 	for _, d := range s.Scratch {
 		a = tmpfs(a, s, d)
@@ -292,6 +314,10 @@ func (s *Spec) argv(d donor) []string {
 	for _, p := range late {
 		a = tmpfs(a, s, p)
 	}
+	// bwrap's /dev is a writable tmpfs of half the RAM: read-only once
+	// /dev/shm (a sized tmpfs of its own) is in place. Devices stay
+	// usable; nothing new can be made there.
+	a = append(a, "--remount-ro", "/dev")
 	if s.NoWorkspace != "" {
 		a = append(a, "--dir", s.NoWorkspace)
 	}

@@ -257,9 +257,19 @@ func TestJailMissingProtectedPaths(t *testing.T) {
 					}
 				}
 				noStrays(t, w)
-				for _, p := range []string{w.home + "/.claude/settings.json", w.home + "/.codex/config.toml", w.home + "/.gemini/settings.json"} {
-					if _, err := os.Lstat(p); err == nil {
-						t.Errorf("stray %s", p)
+				// The launched agent's own login-state names are made once
+				// and kept, empty: no session can create them later. No
+				// other agent's login is touched.
+				own := map[string]string{"claude": "/.claude/settings.json", "codex": "/.codex/config.toml", "gemini": "/.gemini/settings.json"}
+				for a, rel := range own {
+					b, err := os.ReadFile(w.home + rel)
+					switch {
+					case a == name && err != nil:
+						t.Errorf("%s's stand-in %s was not kept: %v", name, rel, err)
+					case a == name && strings.TrimSpace(string(b)) != "{}" && string(b) != "":
+						t.Errorf("%s's stand-in %s holds %q", name, rel, b)
+					case a != name && err == nil:
+						t.Errorf("stray %s in another agent's login", w.home+rel)
 					}
 				}
 			})

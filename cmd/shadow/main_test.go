@@ -66,8 +66,13 @@ func systemRoot(t testing.TB) string {
 	return shared.root
 }
 
+// testRoots holds the system roots the tests build: not /tmp or /var/tmp,
+// which are private in the jail.
+const testRoots = "/var/lib/cco-test-roots"
+
 func buildRoot() (string, error) {
-	root, err := os.MkdirTemp("/var/tmp", "cco-shadow-test-")
+	os.MkdirAll(testRoots, 0o755)
+	root, err := os.MkdirTemp(testRoots, "cco-shadow-test-")
 	if err != nil {
 		return "", err
 	}
@@ -151,9 +156,10 @@ func newWorld(t *testing.T, u runAs) *world {
 	// Outside /tmp and /var/tmp: the jail refuses workspaces there.
 	base := testenv.WorkDir(t)
 	// The link target lies outside the workspace on a tree the jail shows
-	// read-only (/var/tmp; /tmp is private inside), and the user may write
-	// it on the host: only the jail stops the write.
-	out, err := os.CreateTemp("/var/tmp", "cco-outside-")
+	// read-only (/tmp and /var/tmp are private inside), and the user may
+	// write it on the host: only the jail stops the write.
+	os.MkdirAll(testRoots, 0o755)
+	out, err := os.CreateTemp(testRoots, "cco-outside-")
 	if err != nil {
 		t.Fatal(err)
 	}

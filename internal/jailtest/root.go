@@ -117,18 +117,22 @@ func goBuild(mod, dir, out string, ldflags ...string) error {
 	return nil
 }
 
+// RootsBase holds the system roots: not /tmp or /var/tmp, which are
+// private in the jail, where the helper must be visible.
+const RootsBase = "/var/lib/cco-test-roots"
+
 // BuildRoot builds a system root: the shadow with the root linked in (the
 // production binary honours no variable for it) under every agent's name and
 // as the helper, the egress proxy, the guard's hook scripts, the test agent
 // as every vendor binary (behind a pass-through script where the profile
-// has an interpreter), and /usr/bin/bwrap. It lives under /var/tmp: the jail's
-// /tmp is private, and the helper must be visible inside.
+// has an interpreter), and /usr/bin/bwrap. It lives under RootsBase.
 func BuildRoot(o RootOptions) (*Root, error) {
 	mod, err := ModuleRoot()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("/var/tmp", "cco-jail-root-")
+	os.MkdirAll(RootsBase, 0o755)
+	dir, err := os.MkdirTemp(RootsBase, "cco-jail-root-")
 	if err != nil {
 		return nil, err
 	}

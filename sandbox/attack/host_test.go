@@ -157,7 +157,7 @@ func TestScratchBounded(t *testing.T) {
 			return fmt.Sprintf("tmpfs_size = %d\nmax_procs = %d\ncaches = \"session\"\n", scratchLimit, procLimit)
 		},
 		probe: func(w *world, agent string) probe {
-			p := probe{Fill: []string{"/tmp", "/run", "/dev/shm", "/var/tmp", w.Home, w.Home + "/.cache"}, FillMax: 4 * scratchLimit, Fork: 3 * procLimit}
+			p := probe{Fill: []string{"/tmp", "/run", "/dev/shm", "/var/tmp", "/dev", w.Home, w.Home + "/.cache"}, FillMax: 4 * scratchLimit, Fork: 3 * procLimit}
 			if agent == "codex" {
 				p.Fill = append(p.Fill, w.Home+"/.codex/packages")
 			}

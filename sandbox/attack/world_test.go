@@ -277,7 +277,7 @@ func (p probe) arg() string {
 
 // launchTimeout bounds a session: every one the suite starts ends in a
 // few seconds (and a signal must end one within 5), so a longer one hangs.
-const launchTimeout = 8 * time.Second
+const launchTimeout = 20 * time.Second
 
 // launch runs the shadow as the world's user in dir with the probe's
 // parameters; the whole session is bounded, so a hang fails the test.
