@@ -13,7 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // The post-session audit of a workspace's repositories. At launch it takes
@@ -197,18 +198,18 @@ func repoWarnings(before repoFiles, repos []string) (out []string) {
 	sort.Slice(ch, func(i, j int) bool { return ch[i].path < ch[j].path })
 	l := newGitLister()
 	for _, c := range ch {
-		p := shown(c.path)
+		p := safetext.Escape(c.path)
 		switch {
 		case c.kind == kindHook:
 			out = append(out, p+": a git hook, created or changed in this session; git runs it on the host")
 		case c.st.mode&syscall.S_IFMT == syscall.S_IFLNK:
 			t, _ := os.Readlink(c.path)
-			out = append(out, fmt.Sprintf("%s: made a link to %s in this session; git reads what it names", p, shown(t)))
+			out = append(out, fmt.Sprintf("%s: made a link to %s in this session; git reads what it names", p, safetext.Escape(t)))
 		case c.st.mode&syscall.S_IFMT != syscall.S_IFREG:
 			out = append(out, p+": made in this session, and not a regular file; git reads it")
 		case c.kind == kindRedirect:
 			b, _ := ReadCapped(c.path)
-			out = append(out, fmt.Sprintf("%s: created or changed in this session; it points git at %s", p, shown(strings.TrimSpace(firstLine(b)))))
+			out = append(out, fmt.Sprintf("%s: created or changed in this session; it points git at %s", p, safetext.Escape(strings.TrimSpace(firstLine(b)))))
 		default:
 			keys, err := l.runKeys(c.path)
 			if err != nil {
@@ -219,7 +220,7 @@ func repoWarnings(before repoFiles, repos []string) (out []string) {
 				for _, k := range keys {
 					if d := hooksPathOf(c.path, k); d != "" {
 						hooksIn(d, func(h string, _ gitFileKind) {
-							out = append(out, shown(h)+": a git hook in core.hooksPath; git runs it on the host")
+							out = append(out, safetext.Escape(h)+": a git hook in core.hooksPath; git runs it on the host")
 						})
 					}
 				}
@@ -308,7 +309,7 @@ func (l *gitLister) runKeys(file string) ([]string, error) {
 		if msg == "" {
 			msg = err.Error()
 		}
-		return nil, errors.New(shown(msg))
+		return nil, errors.New(safetext.Escape(msg))
 	}
 	var out []string
 	for _, ent := range bytes.Split(stdout.Bytes(), []byte{0}) {
@@ -365,18 +366,6 @@ func gitRunKey(key, value string) bool {
 	return gitRunNames[name]
 }
 
-// shown is s as it may be printed to the user's terminal: quoted when it
-// holds anything but printable characters (a planted name could carry
-// escape sequences).
-func shown(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
-}
-
 // protectedStamp is a protected path's inode at the session's start.
 type protectedStamp struct {
 	path     string
@@ -401,7 +390,7 @@ func (s *Session) Tampered() []string {
 	var out []string
 	for _, p := range s.protected {
 		if st, ok := stampOf(p.path); !ok || st.dev != p.dev || st.ino != p.ino {
-			out = append(out, shown(p.path))
+			out = append(out, safetext.Escape(p.path))
 		}
 	}
 	return out

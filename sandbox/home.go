@@ -9,10 +9,11 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/toolchains"
-	"golang.org/x/sys/unix"
 )
 
 // What of the home, besides the agent's login state, a developer's day

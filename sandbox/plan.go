@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -68,9 +69,12 @@ type Launch struct {
 	// bwrap holds the agent (--block-fd); otherwise the helper makes it and
 	// hands it back, then becomes the agent.
 	HostEndpoint bool
-	// Stdin, Stdout and Stderr are the agent's (nil: this process's);
-	// Start's refusals and warnings go to Stderr.
+	// Stdin, Stdout and Stderr are the agent's (nil: this process's).
 	Stdin, Stdout, Stderr *os.File
+	// Messages is where Start and Wait write the launch's own lines
+	// (notes, warnings, refusals); nil: Stderr through the one printer
+	// (internal/safetext).
+	Messages io.Writer
 	// Terminal: Stdin and Stdout are the user's terminal, and the agent
 	// gets a pty of its own (Spec.Terminal).
 	Terminal bool

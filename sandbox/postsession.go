@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // The post-session audit of the state files: what a session added that a
@@ -35,13 +37,13 @@ func (s *Session) Added() []string {
 		before := s.watched[path]
 		after, err := CommandEntries(path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			out = append(out, fmt.Sprintf("%s: cannot be read after the session (%v); check its mcpServers yourself", shown(path), shown(err.Error())))
+			out = append(out, fmt.Sprintf("%s: cannot be read after the session (%v); check its mcpServers yourself", safetext.Escape(path), safetext.Escape(err.Error())))
 			continue
 		}
 		for _, k := range slices.Sorted(maps.Keys(after)) {
 			if v := after[k]; before[k] != v {
 				scope, name, _ := strings.Cut(k, "\x00")
-				out = append(out, fmt.Sprintf("%s: mcpServers %q (%s) runs %s", shown(path), name, shown(scope), shown(v)))
+				out = append(out, fmt.Sprintf("%s: mcpServers %q (%s) runs %s", safetext.Escape(path), name, safetext.Escape(scope), safetext.Escape(v)))
 			}
 		}
 	}

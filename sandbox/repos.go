@@ -20,6 +20,11 @@ const (
 	RepoWalkDepth = 3
 	// RepoWalkDirs is how many directories the walk lists at most.
 	RepoWalkDirs = 512
+	// RepoWalkEntries is how many entries of one directory the walk reads
+	// at most: past them (a flat cache, generated data) it stops listing
+	// that directory and looks for its .git directly, so that a directory
+	// of half a million files costs what a small one does.
+	RepoWalkEntries = 4096
 )
 
 // repoWalkSkip are trees the walk never enters: git's own directory, and
@@ -62,7 +67,10 @@ func FindRepos(ws string) []string {
 			f.add(filepath.Join(d.dir, ".git"), unknownType)
 			continue
 		}
-		ents := f.list(d.dir)
+		ents, whole := f.listSome(d.dir, RepoWalkEntries)
+		if !whole {
+			f.add(filepath.Join(d.dir, ".git"), unknownType)
+		}
 		for _, e := range ents {
 			if e.name == ".git" {
 				f.add(filepath.Join(d.dir, e.name), e.typ)
@@ -95,23 +103,39 @@ type dirent struct {
 // list reads a directory's entries, sorted by name, without following a
 // link to it; it counts against RepoWalkDirs.
 func (f *repoFinder) list(dir string) []dirent {
+	out, _ := f.listSome(dir, -1)
+	return out
+}
+
+// listSome is list reading at most max entries (-1: all), in batches;
+// whole reports whether it read them all.
+func (f *repoFinder) listSome(dir string, max int) (out []dirent, whole bool) {
 	if f.listed >= RepoWalkDirs {
-		return nil
+		return nil, true
 	}
 	f.listed++
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil
+		return nil, true
 	}
 	d := os.NewFile(uintptr(fd), dir)
 	defer d.Close()
-	ents, _ := d.ReadDir(-1)
-	out := make([]dirent, len(ents))
-	for i, e := range ents {
-		out[i] = dirent{e.Name(), e.Type()}
+	whole = true
+	for {
+		ents, err := d.ReadDir(256)
+		for _, e := range ents {
+			out = append(out, dirent{e.Name(), e.Type()})
+		}
+		if err != nil || len(ents) == 0 {
+			break
+		}
+		if max >= 0 && len(out) >= max {
+			whole = false
+			break
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
+	return out, whole
 }
 
 // add records a .git entry (a directory, a file or a link), and for a

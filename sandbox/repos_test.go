@@ -154,3 +154,26 @@ func BenchmarkFindRepos(b *testing.B) {
 		}
 	}
 }
+
+// TestFindReposBigDirectory: a directory of more entries than the walk
+// reads still has its own .git found, and reading it stops at the bound.
+func TestFindReposBigDirectory(t *testing.T) {
+	ws := t.TempDir()
+	big := filepath.Join(ws, "data")
+	if err := os.MkdirAll(filepath.Join(big, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < RepoWalkEntries+500; i++ {
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &repoFinder{ws: ws, seen: map[string]bool{}}
+	ents, whole := f.listSome(big, RepoWalkEntries)
+	if whole || len(ents) < RepoWalkEntries || len(ents) > RepoWalkEntries+256 {
+		t.Errorf("listSome read %d entries (whole %v), want it to stop at %d", len(ents), whole, RepoWalkEntries)
+	}
+	if got := FindRepos(ws); !slices.Contains(got, filepath.Join(big, ".git")) {
+		t.Errorf("FindRepos = %v, want the big directory's own .git", got)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // Files that a host tool reads from a project on its own, without the user
@@ -81,7 +83,7 @@ func sourcedWarnings(before map[string]fileStamp, dirs []string) []string {
 		}
 		seen[p] = true
 		if b, was := before[p]; !was || b != st {
-			out = append(out, fmt.Sprintf("%s: created or changed in this session; a host tool reads it without asking (direnv, npm, mise, pre-commit or your editor) and it may not show in git diff", shown(p)))
+			out = append(out, fmt.Sprintf("%s: created or changed in this session; a host tool reads it without asking (direnv, npm, mise, pre-commit or your editor) and it may not show in git diff", safetext.Escape(p)))
 		}
 	})
 	slices.Sort(out)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
@@ -76,6 +77,9 @@ func Start(l *Launch) (*Session, error) {
 	if l.Stdin == nil {
 		l.Stdin, l.Stdout, l.Stderr = os.Stdin, os.Stdout, os.Stderr
 	}
+	if l.Messages == nil {
+		l.Messages = safetext.Writer{W: l.Stderr}
+	}
 	if l.Config == nil {
 		cfg, err := LoadConfig(SystemRoot + ConfigPath)
 		if err != nil {
@@ -111,9 +115,9 @@ func Start(l *Launch) (*Session, error) {
 	if l.Environ == nil {
 		l.Environ = os.Environ()
 	}
-	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Stderr, euid: euid}
+	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Messages, euid: euid}
 	if pol.Mode == policy.ModeOff {
-		fmt.Fprint(l.Stderr, policy.OffBanner())
+		fmt.Fprint(l.Messages, policy.OffBanner())
 	} else if r.px, err = spawn.Start(SystemRoot+ProxyPath, pol, l.Session, ReadCapped); err != nil {
 		return nil, &LaunchError{Code: ExitCannotRun, Msg: fmt.Sprintf("not starting %s: %v", p.Name, err)}
 	}
@@ -183,7 +187,7 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 		return nil, cannotBuild(err)
 	}
 	for _, n := range prep.Notes {
-		fmt.Fprintf(l.Stderr, "cco: %s\n", n)
+		fmt.Fprintf(l.Messages, "cco: %s\n", safetext.Escape(n))
 	}
 	s.spec, s.stdio = spec, [3]*os.File{l.Stdin, l.Stdout, l.Stderr}
 	sess.launched = s
@@ -298,14 +302,14 @@ func (s *Session) Wait() int {
 		fmt.Fprintf(s.stderr, "cco: WARNING: %s was replaced, moved or removed during the session: it is not the file the jail protected (check it before running git or %s there)\n", t, s.name)
 	}
 	for _, a := range s.Added() {
-		fmt.Fprintf(s.stderr, "\ncco: WARNING: this session added a command that runs outside the jail:\n  %s\n  Remove it unless you added it yourself.\n", a)
+		fmt.Fprintf(s.stderr, "\ncco: WARNING: this session added a command that runs outside the jail:\n  %s\n  Remove it unless you added it yourself.\n", safetext.Escape(a))
 	}
 	s.Finish()
 	return code
 }
 
 func (s *launched) refuse(err error) int {
-	fmt.Fprintf(s.stderr, "cco: %v\n", err)
+	fmt.Fprintf(s.stderr, "cco: %s\n", safetext.Escape(err.Error()))
 	var le *LaunchError
 	if errors.As(err, &le) {
 		return le.Code
@@ -376,13 +380,13 @@ func (s *launched) wait() int {
 	}
 	switch {
 	case r.UpErr != nil:
-		fmt.Fprintf(s.stderr, "cco: not starting %s: %v\n", s.name, r.UpErr)
+		fmt.Fprintf(s.stderr, "cco: not starting %s: %s\n", s.name, safetext.Escape(r.UpErr.Error()))
 		return ExitCannotRun
 	case perr != nil:
-		fmt.Fprintf(s.stderr, "cco: %s was stopped: %v\n", s.name, perr)
+		fmt.Fprintf(s.stderr, "cco: %s was stopped: %s\n", s.name, safetext.Escape(perr.Error()))
 		return ExitCannotRun
 	case r.Err != nil:
-		fmt.Fprintf(s.stderr, "cco: waiting for bwrap: %v\n", r.Err)
+		fmt.Fprintf(s.stderr, "cco: waiting for bwrap: %s\n", safetext.Escape(r.Err.Error()))
 		return ExitCannotRun
 	case r.EndedBy != 0 && r.Status.Signaled() && r.Status.Signal() == syscall.SIGKILL:
 		// Killed after the grace: the status is the signal's that ended
@@ -395,7 +399,7 @@ func (s *launched) wait() int {
 	}
 	code, why := supervise.ExitStatus(r.Status, r.Ran, s.bwrap)
 	if why != "" {
-		fmt.Fprintf(s.stderr, "cco: cannot build the jail: %s\n", why)
+		fmt.Fprintf(s.stderr, "cco: cannot build the jail: %s\n", safetext.Escape(why))
 	}
 	return code
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/sandbox"
 
 	// Root's jail runs in a remapped view of the host; the launch refuses
@@ -20,9 +21,9 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	if _, err := sandbox.ProbeJail(); err == nil {
 		return nested(p, args, stderr)
 	}
-	s, err := sandbox.Start(&sandbox.Launch{Profile: p, Args: args})
+	s, err := sandbox.Start(&sandbox.Launch{Profile: p, Args: args, Messages: stderr})
 	if err != nil {
-		fmt.Fprintf(stderr, "cco: %v\n", err)
+		fmt.Fprintf(stderr, "cco: %s\n", safetext.Escape(err.Error()))
 		var le *sandbox.LaunchError
 		if errors.As(err, &le) {
 			return le.Code
@@ -39,11 +40,11 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 func nested(p *agent.Profile, args []string, stderr io.Writer) int {
 	cfg, err := sandbox.LoadNestedConfig(sandbox.SystemRoot + sandbox.ConfigPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "cco: %v\n", err)
+		fmt.Fprintf(stderr, "cco: %s\n", safetext.Escape(err.Error()))
 		return exitCannotRun
 	}
 	if err := p.Missing(sandbox.SystemRoot); err != nil {
-		fmt.Fprintf(stderr, "cco: %v\n", err)
+		fmt.Fprintf(stderr, "cco: %s\n", safetext.Escape(err.Error()))
 		return exitNotFound
 	}
 	argv := append(p.Command(sandbox.SystemRoot), p.Args(args, agent.Options{SkipPermissions: cfg.ClaudeSkipPermissions})...)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/sandbox"
 )
 
@@ -22,7 +23,9 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+	// Every message the shadow prints goes through the one printer: a
+	// path or a value a session chose never reaches the terminal raw.
+	os.Exit(run(os.Args, os.Stdin, os.Stdout, safetext.Writer{W: os.Stderr}))
 }
 
 func run(argv []string, stdin io.Reader, stdout, stderr io.Writer) int {

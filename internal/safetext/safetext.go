@@ -9,6 +9,7 @@
 package safetext
 
 import (
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -97,4 +98,18 @@ func write(b *strings.Builder, s string, lines bool) {
 func hex2(c byte) string {
 	const digits = "0123456789abcdef"
 	return string([]byte{digits[c>>4], digits[c&0xf]})
+}
+
+// Writer escapes, as Lines does, everything written through it to w: a
+// program whose every message goes through it prints no byte a terminal
+// would act on, whatever a message quotes.
+type Writer struct{ W io.Writer }
+
+// Write writes p escaped; it reports len(p) written when the escaped
+// text was.
+func (s Writer) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(s.W, Lines(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
