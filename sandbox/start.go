@@ -294,6 +294,13 @@ func (s *Session) Wait() int {
 		}
 	}
 	s.stopProxy()
+	// What the session reached, and what it was refused: one line, after
+	// the agent, whatever the audit log keeps (docs/adr/0022-egress-audit-log.md).
+	if s.px != nil {
+		if line := s.px.Summary(); line != "" {
+			fmt.Fprintln(s.stderr, line)
+		}
+	}
 	for _, t := range s.Tampered() {
 		fmt.Fprintf(s.stderr, "cco: WARNING: %s was replaced, moved or removed during the session: it is not the file the jail protected (check it before running git or %s there)\n", t, s.name)
 	}

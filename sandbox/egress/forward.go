@@ -21,6 +21,10 @@ func (p *Proxy) forward(c net.Conn, req *http.Request) bool {
 		p.refuse(c, http.StatusBadRequest, e, "not a proxy request: use CONNECT host:port or an absolute http:// URL")
 		return false
 	}
+	if why := oversized(e.Target); why != "" {
+		p.refuse(c, http.StatusBadRequest, e, why)
+		return false
+	}
 	if req.URL.Port() == "" {
 		e.Target = net.JoinHostPort(req.URL.Hostname(), "80")
 	}

@@ -13,6 +13,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	"github.com/cco-dev/cco/sandbox/egress/tally"
 )
 
 // Resolver resolves a name to addresses; *net.Resolver fits through
@@ -75,6 +78,8 @@ type Proxy struct {
 	Audit      *AuditLog
 	Log        io.Writer                    // one line per refusal or upstream failure
 	LocalAddrs func() ([]netip.Addr, error) // the host's own addresses: refused
+	// Tally counts the session's destinations for its summary.
+	Tally tally.Tally
 
 	ownsAudit bool // NewProxy opened Audit: Close closes it
 
@@ -284,12 +289,38 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// MaxTarget bounds the destination a request names (host:port, at most
+// 260 bytes for a valid one): a longer one is refused, and the audit log
+// keeps no more of it, nor of any other field the client chose, than a few
+// hundred bytes. A flood of oversized requests then cannot rotate the
+// earlier records out of the log (docs/adr/0022-egress-audit-log.md).
+const MaxTarget = 300
+
+// Bounds of the other fields of an audit entry that carry client bytes.
+const (
+	maxMethod = 32
+	maxReason = 1024
+)
+
+// oversized is the refusal of a target longer than MaxTarget, or "".
+func oversized(target string) string {
+	if len(target) <= MaxTarget {
+		return ""
+	}
+	return fmt.Sprintf("the destination is %d bytes long, more than %d", len(target), MaxTarget)
+}
+
 // connect handles CONNECT host:port: check, dial the checked address, then
 // relay bytes both ways until both sides are done.
 func (p *Proxy) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 	start := time.Now()
 	target := req.URL.Host
 	e := Entry{Method: http.MethodConnect, Target: target}
+	if why := oversized(req.RequestURI); why != "" {
+		e.Target = req.RequestURI
+		p.refuse(c, http.StatusBadRequest, e, why)
+		return
+	}
 	v := p.decide(target)
 	if v.reason != "" {
 		p.refuse(c, http.StatusForbidden, e, v.reason)
@@ -330,6 +361,7 @@ func (p *Proxy) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 // refuse answers a refusal or an upstream failure, logs it and audits it.
 func (p *Proxy) refuse(c net.Conn, status int, e Entry, reason string) {
 	e.Reason = reason
+	e = e.bounded()
 	// Log and audit first: once the client has its answer, the record exists.
 	if p.Log != nil {
 		verb := "denied"
@@ -372,6 +404,16 @@ func headerSafe(s string) string {
 }
 
 func (p *Proxy) audit(e Entry, start time.Time) {
+	e = e.bounded()
+	switch {
+	case e.Allowed:
+		p.Tally.Add(e.Target, tally.Allowed)
+	case e.Addr != "":
+		// Not allowed, yet dialled: the checked upstream failed.
+		p.Tally.Add(e.Target, tally.Failed)
+	default:
+		p.Tally.Add(e.Target, tally.Refused)
+	}
 	if p.Audit == nil {
 		return
 	}
@@ -381,6 +423,29 @@ func (p *Proxy) audit(e Entry, start time.Time) {
 	if err := p.Audit.Record(e); err != nil {
 		p.logf("cco egress: %v\n", err)
 	}
+}
+
+// bounded is e with each field the client chose cut to its bound.
+func (e Entry) bounded() Entry {
+	e.Method = clip(e.Method, maxMethod)
+	e.Target = clip(e.Target, MaxTarget)
+	e.Reason = clip(e.Reason, maxReason)
+	return e
+}
+
+// clip cuts s to at most n bytes (on a rune boundary where s is UTF-8),
+// saying how long it was: "<start>... (<length> bytes)". A clipped string
+// is n bytes or less, so clipping it again keeps it.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	tail := fmt.Sprintf("... (%d bytes)", len(s))
+	cut := max(n-len(tail), 0)
+	for end := cut; cut > 0 && cut > end-utf8.UTFMax && !utf8.RuneStart(s[cut]); {
+		cut--
+	}
+	return s[:cut] + tail
 }
 
 // dial connects to the first reachable address among the checked ones, and
