@@ -102,7 +102,7 @@ func stripHopByHop(h http.Header) {
 }
 
 // countConn counts the bytes of an absolute-form exchange (the CONNECT path
-// counts with io.Copy's result instead, so that it keeps splicing).
+// counts with the relay's result instead, which reads the raw connection).
 type countConn struct {
 	net.Conn
 	read, written int64

@@ -235,9 +235,18 @@ func (p *Proxy) isClosed() bool {
 // host-side proxy buffer without end.
 const maxHead = 1 << 20
 
+// readers are the request heads' buffers, kept between connections: a
+// fresh one per connection is 32 KiB to clear.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
 func (p *Proxy) serveConn(c net.Conn) {
 	lim := &headLimit{r: c}
-	br := bufio.NewReaderSize(lim, 32<<10)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(lim)
+	defer func() {
+		br.Reset(nil)
+		readers.Put(br)
+	}()
 	for {
 		c.SetReadDeadline(time.Now().Add(headerTimeout))
 		lim.n = maxHead
@@ -340,8 +349,8 @@ func (p *Proxy) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		return
 	}
 	// Bytes the client sent right after the request head (a pipelined TLS
-	// ClientHello) sit in br; after them, read the raw connection so that
-	// io.Copy can splice.
+	// ClientHello) sit in br; after them, the relay reads the raw
+	// connection.
 	if n := br.Buffered(); n > 0 {
 		b, _ := br.Peek(n)
 		w, err := up.Write(b)
