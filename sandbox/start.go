@@ -303,7 +303,7 @@ func (s *Session) Wait() int {
 	}
 	s.stopProxy()
 	// What the session reached, and what it was refused: one line, after
-	// the agent, whatever the audit log keeps (docs/adr/0022-egress-audit-log.md).
+	// the agent, whatever the audit log keeps (docs/adr/0056-egress-audit-evidence.md).
 	if s.px != nil {
 		if line := s.px.Summary(); line != "" {
 			fmt.Fprintln(s.stderr, line)

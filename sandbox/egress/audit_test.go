@@ -305,3 +305,48 @@ func TestAuditKeepsEvidence(t *testing.T) {
 		t.Errorf("tally %+v", s)
 	}
 }
+
+// TestAuditRefusalsBounded: past MaxRefusalRecords, a session's refusals
+// are counted, not logged one by one, and said in one record at the end;
+// what is allowed is logged whatever the count.
+func TestAuditRefusalsBounded(t *testing.T) {
+	defer func(n int) { MaxRefusalRecords = n }(MaxRefusalRecords)
+	MaxRefusalRecords = 5
+	f := newFixture(t, Policy{AllowHost: []string{"up.test"}}, map[string]string{"up.test": "127.0.0.1"})
+	for i := 0; i < 12; i++ {
+		resp, c := tunnel(t, "unix", f.sock, "10.0.0."+strconv.Itoa(i)+":"+strconv.Itoa(f.port4))
+		wantRefused(t, resp, c, http.StatusForbidden, "private")
+	}
+	_, c := f.connect(t, "up.test")
+	if c == nil {
+		t.Fatal("CONNECT up.test refused")
+	}
+	echoOnce(t, c, "after the refusals")
+	c.Close()
+	f.p.Close()
+	f.p.Close() // said once
+	es, err := ReadAudit(f.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, allowed, said int
+	for _, e := range es {
+		switch {
+		case e.Allowed:
+			allowed++
+		case e.Method == "-":
+			said++
+			if !strings.Contains(e.Reason, "7 more refusals") {
+				t.Errorf("the closing record: %+v", e)
+			}
+		default:
+			refused++
+		}
+	}
+	if refused != 5 || allowed != 1 || said != 1 {
+		t.Errorf("%d refusals, %d allowed, %d closing records logged; want 5, 1, 1", refused, allowed, said)
+	}
+	if s := f.p.Tally.Summary(); s.Refused.Requests != 12 {
+		t.Errorf("the summary counts %d refusals, want 12", s.Refused.Requests)
+	}
+}

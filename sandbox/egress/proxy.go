@@ -83,14 +83,17 @@ type Proxy struct {
 
 	ownsAudit bool // NewProxy opened Audit: Close closes it
 
-	mu      sync.Mutex
-	logMu   sync.Mutex
-	ctx     context.Context
-	cancel  context.CancelFunc
-	lns     map[net.Listener]struct{}
-	conns   map[net.Conn]struct{}
-	closed  bool
-	handles sync.WaitGroup
+	mu       sync.Mutex
+	refusals int // refusals and failures so far
+	// unloggedSaid: the record of those past MaxRefusalRecords is written.
+	unloggedSaid bool
+	logMu        sync.Mutex
+	ctx          context.Context
+	cancel       context.CancelFunc
+	lns          map[net.Listener]struct{}
+	conns        map[net.Conn]struct{}
+	closed       bool
+	handles      sync.WaitGroup
 }
 
 // NewProxy is the proxy a launch runs: the real resolver, dialer and host
@@ -176,6 +179,7 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.handles.Wait()
+	p.recordUnlogged()
 	if p.ownsAudit && p.Audit != nil {
 		return p.Audit.Close()
 	}
@@ -302,7 +306,7 @@ func isTimeout(err error) bool {
 // 260 bytes for a valid one): a longer one is refused, and the audit log
 // keeps no more of it, nor of any other field the client chose, than a few
 // hundred bytes. A flood of oversized requests then cannot rotate the
-// earlier records out of the log (docs/adr/0022-egress-audit-log.md).
+// earlier records out of the log (docs/adr/0056-egress-audit-evidence.md).
 const MaxTarget = 300
 
 // Bounds of the other fields of an audit entry that carry client bytes.
@@ -428,7 +432,41 @@ func (p *Proxy) audit(e Entry, start time.Time) {
 	}
 	if e.Allowed {
 		e.Duration = time.Since(start)
+	} else if !p.refusalLogged() {
+		return // counted, and said once at the end (Close)
 	}
+	if err := p.Audit.Record(e); err != nil {
+		p.logf("cco egress: %v\n", err)
+	}
+}
+
+// MaxRefusalRecords bounds the refusals and failures a session's proxy
+// logs one by one; past it they are counted, named in the session's
+// summary, and said in one record when the proxy closes. A session's
+// flood of refusals then cannot rotate earlier records out of the log
+// (docs/adr/0056-egress-audit-evidence.md). What was allowed is always
+// logged. A variable for the tests.
+var MaxRefusalRecords = 1000
+
+// refusalLogged counts one refusal and reports whether it is logged.
+func (p *Proxy) refusalLogged() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refusals++
+	return p.refusals <= MaxRefusalRecords
+}
+
+// recordUnlogged writes the one record of the refusals past
+// MaxRefusalRecords.
+func (p *Proxy) recordUnlogged() {
+	p.mu.Lock()
+	n, said := p.refusals-MaxRefusalRecords, p.unloggedSaid
+	p.unloggedSaid = true
+	p.mu.Unlock()
+	if n <= 0 || said || p.Audit == nil {
+		return
+	}
+	e := Entry{Method: "-", Reason: fmt.Sprintf("%d more refusals and failures in this session, past the %d logged one by one (the session's summary counts them)", n, MaxRefusalRecords)}
 	if err := p.Audit.Record(e); err != nil {
 		p.logf("cco egress: %v\n", err)
 	}

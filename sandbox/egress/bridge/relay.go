@@ -12,7 +12,7 @@ import (
 // keep a bulk transfer's cost near a direct connection's: each read and
 // write is a wakeup, and a splice(2) through a pipe, tried and measured,
 // made the receiver's reads dearer than the copy it saved
-// (docs/adr/0056-egress-relay.md).
+// (docs/adr/0055-egress-one-hop.md).
 const relayBufSize = 1 << 20
 
 // buffers holds a few idle relay buffers. A relay takes one only once its
