@@ -72,20 +72,22 @@ func loginPort(login bool) attack {
 			}
 			r := shared.Get(t)
 			ready, until := filepath.Join(w.ws, "login-ready"), filepath.Join(w.ws, "login-done")
-			w.during = make(chan map[string]string, 1)
+			w.during, w.ended = make(chan map[string]string, 1), make(chan struct{})
 			go func() {
 				seen := map[string]string{}
 				defer func() {
 					os.WriteFile(until, nil, 0o644)
 					w.during <- seen
 				}()
-				for end := time.Now().Add(launchTimeout); ; time.Sleep(20 * time.Millisecond) {
+				for {
 					if _, err := os.Stat(ready); err == nil {
 						break
 					}
-					if time.Now().After(end) {
+					select {
+					case <-w.ended:
 						seen["ready"] = "the probe never listened"
 						return
+					case <-time.After(20 * time.Millisecond):
 					}
 				}
 				// The shadow reads the jail's listeners every 200 ms.
@@ -108,6 +110,7 @@ func loginPort(login bool) attack {
 		},
 		verdict: func(w *world) verdict { return verdict{noGit: true} },
 		check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
+			close(w.ended)
 			started(t, sess)
 			seen := <-w.during
 			t.Logf("the host saw %v; the probe %q", seen, sess.Report)

@@ -75,8 +75,10 @@ type world struct {
 	// What a class's preparation made: host sockets, a git server's URL.
 	socks    []string
 	fetchURL string
-	// during is what the host saw while the session ran.
+	// during is what the host saw while the session ran; ended is closed
+	// once the session has ended.
 	during chan map[string]string
+	ended  chan struct{}
 }
 
 // home-relative credentials every world holds.
