@@ -105,16 +105,24 @@ type Profile struct {
 	// PathVendor is the vendor's name as take-over reports its PATH block.
 	PathVendor string
 	// LoginPorts are the loopback ports of the agent's own login callback
-	// server: while the jail listens on one, the shadow carries the host's
-	// 127.0.0.1 on that port to it (sandbox/loginfwd). None for an agent
-	// whose login is a pasted code.
+	// server: while a login flow runs (LoginFlow) and the jail listens on
+	// one, the shadow carries the invoking user's connections to the
+	// host's 127.0.0.1 on that port to it (sandbox/loginfwd). None for an
+	// agent whose login is a pasted code.
 	LoginPorts []int
+	// LoginCommand is the subcommand that runs the login ("login" for
+	// `codex login`); LoginState is the home file the login writes, whose
+	// absence makes any run a first run that offers the login.
+	LoginCommand string
+	LoginState   string
 	// LoginEndpoints are the hosts the agent's login reaches from the jail
 	// (token exchange, device code, account lookup); the egress policy's
 	// default allowlist carries them.
 	LoginEndpoints []string
 
 	rewrite func(args []string, o Options) []string
+	// subcommand is the subcommand the user's arguments name ("": none).
+	subcommand func(args []string) string
 }
 
 // Installers describes where a vendor's own installers put the agent's
@@ -222,8 +230,11 @@ var table = map[string]*Profile{
 		HookFields: []string{"turn_id", "model"},
 		// codex login's server: 1455, or 1457 when 1455 is taken.
 		LoginPorts:     []int{1455, 1457},
+		LoginCommand:   "login",
+		LoginState:     ".codex/auth.json",
 		LoginEndpoints: []string{"auth.openai.com"},
 		rewrite:        codexArgs,
+		subcommand:     codexSubcommand,
 	},
 	// Gemini CLI is a bundled Node program. Its script's #!/usr/bin/env
 	// node would take the first node on the jail's PATH: the jail runs the
@@ -431,6 +442,21 @@ func (p *Profile) Missing(root string) error {
 		return fmt.Errorf("the %s interpreter %s is missing or points nowhere (fix: sudo cco-install links it again, or says what to install)", p.Name, root+p.Interpreter)
 	}
 	return nil
+}
+
+// LoginFlow reports whether a launch with the user's arguments may run the
+// agent's loopback login flow, the only time its LoginPorts are carried in
+// from the host (docs/adr/0054-login-callback-forwarding.md): the login
+// subcommand, or a first run, while the login state is missing. exists
+// tells whether a home-relative file exists.
+func (p *Profile) LoginFlow(args []string, exists func(rel string) bool) bool {
+	if len(p.LoginPorts) == 0 {
+		return false
+	}
+	if p.LoginCommand != "" && p.subcommand != nil && p.subcommand(args) == p.LoginCommand {
+		return true
+	}
+	return p.LoginState != "" && !exists(p.LoginState)
 }
 
 // Args rewrites the user's arguments for the jail: it strips the flags that

@@ -291,3 +291,40 @@ func TestDerived(t *testing.T) {
 		t.Error("Known")
 	}
 }
+
+// TestLoginFlow: the login ports are carried in only for the login
+// subcommand, wherever the options put it, or for a first run; never for
+// a profile without login ports.
+func TestLoginFlow(t *testing.T) {
+	loggedIn := func(string) bool { return true }
+	firstRun := func(rel string) bool { return rel != ".codex/auth.json" }
+	codex, _ := Lookup("codex")
+	for _, tc := range []struct {
+		args   []string
+		exists func(string) bool
+		want   bool
+	}{
+		{[]string{"login"}, loggedIn, true},
+		{[]string{"-c", "model=o3", "login", "--device-auth"}, loggedIn, true},
+		{[]string{"--config=x=1", "-p", "work", "login"}, loggedIn, true},
+		{nil, loggedIn, false},
+		{[]string{"fix the login page"}, loggedIn, false},
+		{[]string{"-m", "login"}, loggedIn, false}, // the model named "login"
+		{[]string{"--", "login"}, loggedIn, false}, // the prompt
+		{[]string{"exec", "login"}, loggedIn, false},
+		{nil, firstRun, true},
+		{[]string{"exec", "hello"}, firstRun, true},
+	} {
+		if got := codex.LoginFlow(tc.args, tc.exists); got != tc.want {
+			t.Errorf("codex %q (auth.json there: %v): LoginFlow %v, want %v", tc.args, tc.exists(".codex/auth.json"), got, tc.want)
+		}
+	}
+	for _, p := range All() {
+		if len(p.LoginPorts) == 0 && p.LoginFlow([]string{"login"}, func(string) bool { return false }) {
+			t.Errorf("%s has no login ports, yet LoginFlow is true", p.Name)
+		}
+		if len(p.LoginPorts) > 0 && (p.LoginState == "" || !slices.ContainsFunc(p.Login, func(d string) bool { return strings.HasPrefix(p.LoginState, d+"/") })) {
+			t.Errorf("%s: LoginState %q is not in its login directories %v", p.Name, p.LoginState, p.Login)
+		}
+	}
+}

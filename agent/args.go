@@ -136,6 +136,24 @@ func codexArgs(user []string, _ Options) []string {
 	return out
 }
 
+// codexSubcommand is the first argument that is neither an option nor an
+// option's value: the subcommand, or the plain TUI's prompt.
+func codexSubcommand(user []string) string {
+	for i := 0; i < len(user); i++ {
+		a := user[i]
+		if a == "--" {
+			return ""
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			return a
+		}
+		if name, _, hasVal := splitFlag(a); codexValueFlags[name] && !hasVal && takesNext(user, i) {
+			i++
+		}
+	}
+	return ""
+}
+
 // takesNext reports whether the flag at user[i] can take the next argument
 // as its value. "--" is never a value: it ends the flags, and what follows
 // it is the user's to keep untouched.

@@ -147,6 +147,10 @@ type launched struct {
 	proc        *supervise.Process
 	streams     *pty.Streams
 	term        *pty.Terminal
+	// login: the launch runs the agent's login flow, whose ports are then
+	// carried in until the login state (its host path) changes.
+	login      bool
+	loginState string
 }
 
 // plan registers, plans and prepares under the home's registry lock: a
@@ -190,6 +194,10 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 		fmt.Fprintf(l.Messages, "cco: %s\n", safetext.Escape(n))
 	}
 	s.spec, s.stdio = spec, [3]*os.File{l.Stdin, l.Stdout, l.Stderr}
+	exists := func(rel string) bool { _, err := os.Lstat(filepath.Join(l.Home, rel)); return err == nil }
+	if s.login = l.Profile.LoginFlow(l.Args, exists); s.login && l.Profile.LoginState != "" {
+		s.loginState = filepath.Join(l.Home, l.Profile.LoginState)
+	}
 	sess.launched = s
 	sess.WatchRepos(spec.Workspace, prep.Repos)
 	return sess, nil
@@ -298,6 +306,13 @@ func (s *Session) Wait() int {
 		}
 	}
 	s.stopProxy()
+	// What the session reached, and what it was refused: one line, after
+	// the agent, whatever the audit log keeps (docs/adr/0056-egress-audit-evidence.md).
+	if s.px != nil {
+		if line := s.px.Summary(); line != "" {
+			fmt.Fprintln(s.stderr, line)
+		}
+	}
 	for _, t := range s.Tampered() {
 		fmt.Fprintf(s.stderr, "cco: WARNING: %s was replaced, moved or removed during the session: it is not the file the jail protected (check it before running git or %s there)\n", t, s.name)
 	}
@@ -348,10 +363,11 @@ func (s *launched) wait() int {
 	} else if d.blockW != nil {
 		d.blockW.Close()
 	}
-	// The agent's login callback comes from the host's loopback while the
-	// jail listens on a login port (docs/adr/0054-login-callback-forwarding.md).
+	// The agent's login callback comes from the invoking user's browser on
+	// the host's loopback, while its login flow runs and the jail listens on
+	// a login port (docs/adr/0054-login-callback-forwarding.md).
 	stopLogin := func() {}
-	if p, ok := agent.Lookup(s.name); ok && len(p.LoginPorts) > 0 {
+	if p, ok := agent.Lookup(s.name); ok && s.login {
 		up := j.Up
 		j.Up = func(pid int) error {
 			if up != nil {
@@ -360,7 +376,7 @@ func (s *launched) wait() int {
 				}
 			}
 			stopLogin = loginfwd.Start(context.Background(), pid, p.LoginPorts, loginfwd.Options{
-				Helper: SystemRoot + HelperPath, Warn: s.stderr, Agent: s.name})
+				Helper: SystemRoot + HelperPath, Warn: s.stderr, Agent: s.name, UID: os.Getuid(), State: s.loginState})
 			return nil
 		}
 	}

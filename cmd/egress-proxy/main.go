@@ -32,7 +32,7 @@ func main() {
 	// decides what the agent gets). It stops when its input ends.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGTERM)
 	err := egress.ServeProcess(os.Args[1], os.Stdin, os.Stdout,
-		os.NewFile(egress.ListenerFD, "listener"), os.NewFile(egress.AuditLockFD, "audit-lock"), os.NewFile(egress.AuditLogFD, "audit-log"))
+		egress.Inherited())
 	if err != nil {
 		// The shadow reads the reason here and says it; run by hand,
 		// standard output is the terminal.

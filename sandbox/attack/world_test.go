@@ -75,6 +75,10 @@ type world struct {
 	// What a class's preparation made: host sockets, a git server's URL.
 	socks    []string
 	fetchURL string
+	// during is what the host saw while the session ran; ended is closed
+	// once the session has ended.
+	during chan map[string]string
+	ended  chan struct{}
 }
 
 // home-relative credentials every world holds.
@@ -263,6 +267,20 @@ type probe struct {
 	FillMax int64    `json:"fill_max,omitempty"`
 	Fork    int      `json:"fork,omitempty"`
 	Nested  string   `json:"nested,omitempty"`
+	// The listener on the login ports, the flood of the egress proxy, and
+	// mode "ask"'s address (testdata/probe's Params).
+	Listen       []string `json:"listen,omitempty"`
+	ListenAnswer string   `json:"listen_answer,omitempty"`
+	Ready        string   `json:"ready,omitempty"`
+	Until        string   `json:"until,omitempty"`
+	Flood        *flood   `json:"flood,omitempty"`
+	Addr         string   `json:"addr,omitempty"`
+}
+
+type flood struct {
+	Count   int      `json:"count"`
+	Size    int      `json:"size"`
+	Targets []string `json:"targets"`
 }
 
 type step struct {

@@ -233,3 +233,120 @@ func TestAuditOpenErrors(t *testing.T) {
 		t.Error("Record after Close succeeded")
 	}
 }
+
+// TestAuditKeepsEvidence: a flood of refused requests with huge targets
+// (22 CONNECTs of 1 MB once rotated every earlier record away) is refused
+// before any lookup, each record holds at most a few hundred bytes of what
+// the client chose, and the record made before the flood stays in the log
+// itself.
+func TestAuditKeepsEvidence(t *testing.T) {
+	f := newFixture(t, Policy{AllowHost: []string{"up.test"}}, map[string]string{"up.test": "127.0.0.1"})
+	_, c := f.connect(t, "up.test")
+	if c == nil {
+		t.Fatal("CONNECT up.test refused")
+	}
+	echoOnce(t, c, "before the flood")
+	c.Close()
+	huge := strings.Repeat("a", 1000000) // "1 MB", within the 1 MiB head
+	flood := "CONNECT " + huge + ".test:" + strconv.Itoa(f.port4) + " HTTP/1.1\r\nHost: x\r\n\r\n"
+	for i := 0; i < 22; i++ {
+		conn, err := net.Dial("unix", f.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go io.WriteString(conn, flood)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+		conn.Close()
+		if err != nil || resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Header.Get(ReasonHeader), "more than 300") {
+			t.Fatalf("a 1 MB target: %v %v", resp, err)
+		}
+	}
+	// An absolute-form request, and a method as long as a head allows.
+	for _, req := range []string{
+		"GET http://" + huge[:500<<10] + ".test/ HTTP/1.1\r\nHost: x\r\n\r\n",
+		strings.Repeat("G", 500<<10) + " http://up.test:" + strconv.Itoa(f.port4) + "/ HTTP/1.1\r\nHost: up.test\r\n\r\n",
+	} {
+		conn, err := net.Dial("unix", f.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, req)
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		io.ReadAll(conn)
+		conn.Close()
+	}
+	f.p.Close()
+	if n := f.res.count(huge + ".test"); n != 0 {
+		t.Errorf("an oversized target was resolved %d times", n)
+	}
+	if _, err := os.Stat(f.audit + ".1"); err == nil {
+		t.Errorf("the flood rotated the log")
+	}
+	es, err := ReadAudit(f.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) < 23 || !es[0].Allowed || es[0].Target != fmt.Sprintf("up.test:%d", f.port4) {
+		t.Fatalf("%d entries, first %+v: want the tunnel from before the flood first", len(es), es[0])
+	}
+	for _, e := range es {
+		if len(e.Target) > MaxTarget || len(e.Method) > maxMethod || len(e.Reason) > maxReason {
+			t.Errorf("an entry keeps %d bytes of target, %d of method, %d of reason", len(e.Target), len(e.Method), len(e.Reason))
+		}
+	}
+	last, n := es[22], strconv.Itoa(len(huge+".test:")+len(strconv.Itoa(f.port4)))
+	if last.Allowed || !strings.HasSuffix(last.Target, "aaa... ("+n+" bytes)") || !strings.Contains(last.Reason, n+" bytes long") {
+		t.Errorf("a refused flood entry: %+v", last)
+	}
+	if fi, _ := os.Stat(f.audit); fi.Size() > 32<<10 {
+		t.Errorf("the log grew to %d bytes", fi.Size())
+	}
+	if s := f.p.Tally.Summary(); s.Allowed.Requests < 1 || s.Refused.Requests < 23 {
+		t.Errorf("tally %+v", s)
+	}
+}
+
+// TestAuditRefusalsBounded: past MaxRefusalRecords, a session's refusals
+// are counted, not logged one by one, and said in one record at the end;
+// what is allowed is logged whatever the count.
+func TestAuditRefusalsBounded(t *testing.T) {
+	defer func(n int) { MaxRefusalRecords = n }(MaxRefusalRecords)
+	MaxRefusalRecords = 5
+	f := newFixture(t, Policy{AllowHost: []string{"up.test"}}, map[string]string{"up.test": "127.0.0.1"})
+	for i := 0; i < 12; i++ {
+		resp, c := tunnel(t, "unix", f.sock, "10.0.0."+strconv.Itoa(i)+":"+strconv.Itoa(f.port4))
+		wantRefused(t, resp, c, http.StatusForbidden, "private")
+	}
+	_, c := f.connect(t, "up.test")
+	if c == nil {
+		t.Fatal("CONNECT up.test refused")
+	}
+	echoOnce(t, c, "after the refusals")
+	c.Close()
+	f.p.Close()
+	f.p.Close() // said once
+	es, err := ReadAudit(f.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, allowed, said int
+	for _, e := range es {
+		switch {
+		case e.Allowed:
+			allowed++
+		case e.Method == "-":
+			said++
+			if !strings.Contains(e.Reason, "7 more refusals") {
+				t.Errorf("the closing record: %+v", e)
+			}
+		default:
+			refused++
+		}
+	}
+	if refused != 5 || allowed != 1 || said != 1 {
+		t.Errorf("%d refusals, %d allowed, %d closing records logged; want 5, 1, 1", refused, allowed, said)
+	}
+	if s := f.p.Tally.Summary(); s.Refused.Requests != 12 {
+		t.Errorf("the summary counts %d refusals, want 12", s.Refused.Requests)
+	}
+}

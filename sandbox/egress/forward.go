@@ -21,6 +21,10 @@ func (p *Proxy) forward(c net.Conn, req *http.Request) bool {
 		p.refuse(c, http.StatusBadRequest, e, "not a proxy request: use CONNECT host:port or an absolute http:// URL")
 		return false
 	}
+	if why := oversized(e.Target); why != "" {
+		p.refuse(c, http.StatusBadRequest, e, why)
+		return false
+	}
 	if req.URL.Port() == "" {
 		e.Target = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
@@ -98,7 +102,7 @@ func stripHopByHop(h http.Header) {
 }
 
 // countConn counts the bytes of an absolute-form exchange (the CONNECT path
-// counts with io.Copy's result instead, so that it keeps splicing).
+// counts with the relay's result instead, which reads the raw connection).
 type countConn struct {
 	net.Conn
 	read, written int64

@@ -47,7 +47,7 @@ func TestServeProcess(t *testing.T) {
 	inR, inW, _ := os.Pipe()
 	outR, outW, _ := os.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- ServeProcess("s1", inR, outW, ln, lock, log) }()
+	go func() { done <- ServeProcess("s1", inR, outW, Files{Listener: ln, AuditLock: lock, AuditLog: log}) }()
 	inW.Write(line)
 	first, err := bufio.NewReader(outR).ReadString('\n')
 	if err != nil || first != ReadyLine+"\n" {
@@ -123,7 +123,7 @@ func TestServeProcessRefusesBadInput(t *testing.T) {
 			line, _, ln, lock, log, _ := processInputs(t)
 			line, ln, lock, log = tc.edit(line, ln, lock, log)
 			out := &strings.Builder{}
-			err := ServeProcess("s", strings.NewReader(string(line)), out, ln, lock, log)
+			err := ServeProcess("s", strings.NewReader(string(line)), out, Files{Listener: ln, AuditLock: lock, AuditLog: log})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}

@@ -13,6 +13,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	"github.com/cco-dev/cco/sandbox/egress/tally"
 )
 
 // Resolver resolves a name to addresses; *net.Resolver fits through
@@ -75,17 +78,22 @@ type Proxy struct {
 	Audit      *AuditLog
 	Log        io.Writer                    // one line per refusal or upstream failure
 	LocalAddrs func() ([]netip.Addr, error) // the host's own addresses: refused
+	// Tally counts the session's destinations for its summary.
+	Tally tally.Tally
 
 	ownsAudit bool // NewProxy opened Audit: Close closes it
 
-	mu      sync.Mutex
-	logMu   sync.Mutex
-	ctx     context.Context
-	cancel  context.CancelFunc
-	lns     map[net.Listener]struct{}
-	conns   map[net.Conn]struct{}
-	closed  bool
-	handles sync.WaitGroup
+	mu       sync.Mutex
+	refusals int // refusals and failures so far
+	// unloggedSaid: the record of those past MaxRefusalRecords is written.
+	unloggedSaid bool
+	logMu        sync.Mutex
+	ctx          context.Context
+	cancel       context.CancelFunc
+	lns          map[net.Listener]struct{}
+	conns        map[net.Conn]struct{}
+	closed       bool
+	handles      sync.WaitGroup
 }
 
 // NewProxy is the proxy a launch runs: the real resolver, dialer and host
@@ -171,6 +179,7 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.handles.Wait()
+	p.recordUnlogged()
 	if p.ownsAudit && p.Audit != nil {
 		return p.Audit.Close()
 	}
@@ -230,9 +239,18 @@ func (p *Proxy) isClosed() bool {
 // host-side proxy buffer without end.
 const maxHead = 1 << 20
 
+// readers are the request heads' buffers, kept between connections: a
+// fresh one per connection is 32 KiB to clear.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
 func (p *Proxy) serveConn(c net.Conn) {
 	lim := &headLimit{r: c}
-	br := bufio.NewReaderSize(lim, 32<<10)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(lim)
+	defer func() {
+		br.Reset(nil)
+		readers.Put(br)
+	}()
 	for {
 		c.SetReadDeadline(time.Now().Add(headerTimeout))
 		lim.n = maxHead
@@ -284,12 +302,38 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// MaxTarget bounds the destination a request names (host:port, at most
+// 260 bytes for a valid one): a longer one is refused, and the audit log
+// keeps no more of it, nor of any other field the client chose, than a few
+// hundred bytes. A flood of oversized requests then cannot rotate the
+// earlier records out of the log (docs/adr/0056-egress-audit-evidence.md).
+const MaxTarget = 300
+
+// Bounds of the other fields of an audit entry that carry client bytes.
+const (
+	maxMethod = 32
+	maxReason = 1024
+)
+
+// oversized is the refusal of a target longer than MaxTarget, or "".
+func oversized(target string) string {
+	if len(target) <= MaxTarget {
+		return ""
+	}
+	return fmt.Sprintf("the destination is %d bytes long, more than %d", len(target), MaxTarget)
+}
+
 // connect handles CONNECT host:port: check, dial the checked address, then
 // relay bytes both ways until both sides are done.
 func (p *Proxy) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 	start := time.Now()
 	target := req.URL.Host
 	e := Entry{Method: http.MethodConnect, Target: target}
+	if why := oversized(req.RequestURI); why != "" {
+		e.Target = req.RequestURI
+		p.refuse(c, http.StatusBadRequest, e, why)
+		return
+	}
 	v := p.decide(target)
 	if v.reason != "" {
 		p.refuse(c, http.StatusForbidden, e, v.reason)
@@ -309,8 +353,8 @@ func (p *Proxy) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		return
 	}
 	// Bytes the client sent right after the request head (a pipelined TLS
-	// ClientHello) sit in br; after them, read the raw connection so that
-	// io.Copy can splice.
+	// ClientHello) sit in br; after them, the relay reads the raw
+	// connection.
 	if n := br.Buffered(); n > 0 {
 		b, _ := br.Peek(n)
 		w, err := up.Write(b)
@@ -330,6 +374,7 @@ func (p *Proxy) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 // refuse answers a refusal or an upstream failure, logs it and audits it.
 func (p *Proxy) refuse(c net.Conn, status int, e Entry, reason string) {
 	e.Reason = reason
+	e = e.bounded()
 	// Log and audit first: once the client has its answer, the record exists.
 	if p.Log != nil {
 		verb := "denied"
@@ -372,15 +417,82 @@ func headerSafe(s string) string {
 }
 
 func (p *Proxy) audit(e Entry, start time.Time) {
+	e = e.bounded()
+	switch {
+	case e.Allowed:
+		p.Tally.Add(e.Target, tally.Allowed)
+	case e.Addr != "":
+		// Not allowed, yet dialled: the checked upstream failed.
+		p.Tally.Add(e.Target, tally.Failed)
+	default:
+		p.Tally.Add(e.Target, tally.Refused)
+	}
 	if p.Audit == nil {
 		return
 	}
 	if e.Allowed {
 		e.Duration = time.Since(start)
+	} else if !p.refusalLogged() {
+		return // counted, and said once at the end (Close)
 	}
 	if err := p.Audit.Record(e); err != nil {
 		p.logf("cco egress: %v\n", err)
 	}
+}
+
+// MaxRefusalRecords bounds the refusals and failures a session's proxy
+// logs one by one; past it they are counted, named in the session's
+// summary, and said in one record when the proxy closes. A session's
+// flood of refusals then cannot rotate earlier records out of the log
+// (docs/adr/0056-egress-audit-evidence.md). What was allowed is always
+// logged. A variable for the tests.
+var MaxRefusalRecords = 1000
+
+// refusalLogged counts one refusal and reports whether it is logged.
+func (p *Proxy) refusalLogged() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refusals++
+	return p.refusals <= MaxRefusalRecords
+}
+
+// recordUnlogged writes the one record of the refusals past
+// MaxRefusalRecords.
+func (p *Proxy) recordUnlogged() {
+	p.mu.Lock()
+	n, said := p.refusals-MaxRefusalRecords, p.unloggedSaid
+	p.unloggedSaid = true
+	p.mu.Unlock()
+	if n <= 0 || said || p.Audit == nil {
+		return
+	}
+	e := Entry{Method: "-", Reason: fmt.Sprintf("%d more refusals and failures in this session, past the %d logged one by one (the session's summary counts them)", n, MaxRefusalRecords)}
+	if err := p.Audit.Record(e); err != nil {
+		p.logf("cco egress: %v\n", err)
+	}
+}
+
+// bounded is e with each field the client chose cut to its bound.
+func (e Entry) bounded() Entry {
+	e.Method = clip(e.Method, maxMethod)
+	e.Target = clip(e.Target, MaxTarget)
+	e.Reason = clip(e.Reason, maxReason)
+	return e
+}
+
+// clip cuts s to at most n bytes (on a rune boundary where s is UTF-8),
+// saying how long it was: "<start>... (<length> bytes)". A clipped string
+// is n bytes or less, so clipping it again keeps it.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	tail := fmt.Sprintf("... (%d bytes)", len(s))
+	cut := max(n-len(tail), 0)
+	for end := cut; cut > 0 && cut > end-utf8.UTFMax && !utf8.RuneStart(s[cut]); {
+		cut--
+	}
+	return s[:cut] + tail
 }
 
 // dial connects to the first reachable address among the checked ones, and

@@ -4,12 +4,16 @@
 // 127.0.0.1:1455) is out of reach of the browser on the host, whose
 // redirect then gets "connection refused".
 //
-// While the jail's namespace has a loopback listener on one of the
-// profile's login ports (and only then), the forwarder listens on the same
-// port on the host's loopback and carries each connection to the jail's
-// listener. Nothing else the jail listens on is ever reachable: the ports
-// are the profile's, the host side binds loopback only, and it goes away
-// with the jail's listener. docs/adr/0054-login-callback-forwarding.md
+// The shadow starts the forwarder only for a launch that runs the agent's
+// login flow (agent.Profile.LoginFlow), and it ends with the flow: once the
+// login state changes. While the jail's namespace has a loopback listener
+// on one of the profile's login ports meanwhile (and only then), the
+// forwarder listens on the same port on the host's loopback and carries to
+// it each connection made by the invoking user, whose owner it reads from
+// the host's socket table; another user's, root's included, is closed
+// unanswered. Nothing else the jail listens on is ever reachable: the
+// ports are the profile's, the host side binds loopback only, and it goes
+// away with the jail's listener. docs/adr/0054-login-callback-forwarding.md
 // says why it is built this way and what a local user can reach meanwhile.
 package loginfwd
 
@@ -21,10 +25,13 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cco-dev/cco/sandbox/egress/bridge"
 )
@@ -43,6 +50,13 @@ type Options struct {
 	Warn io.Writer
 	// Agent names the agent in those lines.
 	Agent string
+	// UID is the invoking user's: only connections whose host socket it
+	// owns are carried.
+	UID int
+	// State is the login state's host path ("": none to watch): the flow
+	// is over, and the forwarding ends, once the file is not as it was at
+	// Start (made, replaced, written or removed).
+	State string
 }
 
 // DefaultInterval is Options.Interval's default.
@@ -70,8 +84,9 @@ func Start(ctx context.Context, pid int, ports []int, o Options) (stop func()) {
 		o.Agent = "the agent"
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	f := &forwarder{pid: pid, ports: slices.Clone(ports), o: o, ctx: ctx,
-		open: map[netip.AddrPort]*hostListener{}, warned: map[netip.AddrPort]bool{}, conns: map[net.Conn]struct{}{}}
+	f := &forwarder{pid: pid, ports: slices.Clone(ports), o: o, ctx: ctx, state: stamp(o.State),
+		open: map[netip.AddrPort]*hostListener{}, warned: map[netip.AddrPort]bool{}, conns: map[net.Conn]struct{}{},
+		refused: map[int]bool{}}
 	f.wg.Add(1)
 	go f.watch()
 	return func() {
@@ -86,14 +101,16 @@ type forwarder struct {
 	o     Options
 	ctx   context.Context
 	wg    sync.WaitGroup
+	state string // the login state's stamp at Start
 
 	// open maps each host address the forwarder listens on to its
 	// listener; warned, the addresses it could not take (said once).
 	open   map[netip.AddrPort]*hostListener
 	warned map[netip.AddrPort]bool
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	refused map[int]bool // the owners already warned about
 }
 
 // hostListener is one host-side listener and the jail address it carries
@@ -105,21 +122,43 @@ type hostListener struct {
 
 func (f *forwarder) watch() {
 	defer f.wg.Done()
-	defer f.closeAll()
 	t := time.NewTicker(f.o.Interval)
 	defer t.Stop()
 	for {
+		if f.o.State != "" && stamp(f.o.State) != f.state {
+			// The login is done: no new connection is taken, and the
+			// ones carried (the browser's last page) finish.
+			f.closeListeners()
+			<-f.ctx.Done()
+			f.closeAll()
+			return
+		}
 		ls, err := Listeners(f.pid)
 		if err != nil {
+			f.closeAll()
 			return // the jail is gone
 		}
 		f.reconcile(ls)
 		select {
 		case <-f.ctx.Done():
+			f.closeAll()
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// stamp names the state of the file at path: missing, or its identity,
+// size and times.
+func stamp(path string) string {
+	if path == "" {
+		return ""
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return "missing"
+	}
+	return fmt.Sprintf("%d %d %d %d.%d %d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 }
 
 // Want maps each host address to listen on to the jail address it carries
@@ -216,7 +255,8 @@ func (f *forwarder) accept(hl *hostListener) {
 	}
 }
 
-// carry connects c to the jail's listener at target and relays both ways.
+// carry connects c to the jail's listener at target and relays both ways,
+// when the invoking user made it; any other connection is closed unanswered.
 func (f *forwarder) carry(c net.Conn, target netip.AddrPort) {
 	defer f.wg.Done()
 	if !f.track(c) {
@@ -224,6 +264,9 @@ func (f *forwarder) carry(c net.Conn, target netip.AddrPort) {
 		return
 	}
 	defer f.untrack(c)
+	if !f.owned(c) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	j, err := f.o.Dialer.Dial(ctx, f.pid, target)
 	cancel()
@@ -244,6 +287,40 @@ func (f *forwarder) carry(c net.Conn, target netip.AddrPort) {
 	}
 	defer f.untrack(j)
 	bridge.Relay(c, j)
+}
+
+// owned reports whether the invoking user owns the host socket at c's
+// other end, and says once per other owner that its connection was closed.
+func (f *forwarder) owned(c net.Conn) bool {
+	peer, err1 := netip.ParseAddrPort(c.RemoteAddr().String())
+	local, err2 := netip.ParseAddrPort(c.LocalAddr().String())
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	uid, err := PeerUID(peer, local)
+	if err == nil && uid == f.o.UID {
+		return true
+	}
+	who := "a program whose socket the host's table does not show (" + errString(err) + ")"
+	if err == nil {
+		who = "uid " + strconv.Itoa(uid)
+	}
+	f.mu.Lock()
+	first := !f.refused[uid]
+	f.refused[uid] = true
+	f.mu.Unlock()
+	if first {
+		fmt.Fprintf(f.o.Warn, "\r\ncco: refused a connection to the login callback of %s (%s) from %s: only your own browser (uid %d) may complete your login\r\n",
+			f.o.Agent, local, who, f.o.UID)
+	}
+	return false
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // track registers a connection for closeAll; false once the forwarder
@@ -267,11 +344,15 @@ func (f *forwarder) untrack(c net.Conn) {
 	c.Close()
 }
 
-func (f *forwarder) closeAll() {
+func (f *forwarder) closeListeners() {
 	for h, hl := range f.open {
 		hl.ln.Close()
 		delete(f.open, h)
 	}
+}
+
+func (f *forwarder) closeAll() {
+	f.closeListeners()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for c := range f.conns {

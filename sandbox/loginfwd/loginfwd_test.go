@@ -12,9 +12,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,9 +24,13 @@ import (
 	"github.com/cco-dev/cco/internal/testenv"
 )
 
-// The test binary is also the jailed "agent" (jailMode) and the dialer
-// nsenter starts (DialMode), as the shadow is.
-const jailMode = "fake-jail"
+// The test binary is also the jailed "agent" (jailMode), the dialer
+// nsenter starts (DialMode), as the shadow is, and a host client run as
+// another user (clientMode).
+const (
+	jailMode   = "fake-jail"
+	clientMode = "client"
+)
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
@@ -33,6 +39,14 @@ func TestMain(m *testing.M) {
 			os.Exit(DialMain(os.Args[2:]))
 		case jailMode:
 			os.Exit(fakeJail(os.Args[2:]))
+		case clientMode:
+			tag, err := ask(os.Args[2])
+			if err != nil {
+				fmt.Println("error:", err)
+				os.Exit(1)
+			}
+			fmt.Println(tag)
+			os.Exit(0)
 		}
 	}
 	os.Exit(m.Run())
@@ -262,7 +276,7 @@ func TestForwardsOnlyTheLoginListener(t *testing.T) {
 			j := startJail(t, fmt.Sprintf("login=127.0.0.1:%d", login), fmt.Sprintf("other=127.0.0.1:%d", other),
 				fmt.Sprintf("wild=0.0.0.0:%d", wild))
 			var warn bytes.Buffer
-			stop := Start(context.Background(), j.pid, []int{login}, Options{Dialer: d, Interval: 20 * time.Millisecond, Warn: &warn})
+			stop := Start(context.Background(), j.pid, []int{login}, Options{Dialer: d, Interval: 20 * time.Millisecond, Warn: &warn, UID: os.Getuid()})
 			defer stop()
 			host := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 			eventually(t, "the login listener from the host", func() error {
@@ -305,7 +319,7 @@ func TestStopsWithTheJail(t *testing.T) {
 	testenv.RequireRoot(t)
 	login := freePort(t)
 	j := startJail(t, fmt.Sprintf("login=127.0.0.1:%d", login))
-	stop := Start(context.Background(), j.pid, []int{login}, Options{Dialer: Setns{}, Interval: 20 * time.Millisecond})
+	stop := Start(context.Background(), j.pid, []int{login}, Options{Dialer: Setns{}, Interval: 20 * time.Millisecond, UID: os.Getuid()})
 	defer stop()
 	addr := "127.0.0.1:" + strconv.Itoa(login)
 	eventually(t, "the login listener", func() error { _, err := ask(addr); return err })
@@ -376,5 +390,157 @@ func BenchmarkDial(b *testing.B) {
 				c.Close()
 			}
 		})
+	}
+}
+
+func TestOwnerIn(t *testing.T) {
+	table := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:05AF 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
+   1: 0100007F:05AF 0100007F:D2A4 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0 100 0 0 10 0
+   2: 0100007F:D2A4 0100007F:05AF 01 00000000:00000000 00:00000000 00000000 65534        0 4 1 0 100 0 0 10 0
+   3: 0100007F:D2A5 0100007F:05AF 01 00000000:00000000 00:00000000 00000000  1000        0 5 1 0 100 0 0 10 0
+`)
+	ap := netip.MustParseAddrPort
+	login := ap("127.0.0.1:1455")
+	for peer, want := range map[string]int{"127.0.0.1:53924": 65534, "127.0.0.1:53925": 1000} {
+		if uid, err := ownerIn(table, ap(peer), login, false); err != nil || uid != want {
+			t.Errorf("%s: uid %d, %v; want %d", peer, uid, err, want)
+		}
+	}
+	// The forwarder's own end (local 1455) is never taken for the peer's.
+	if uid, err := ownerIn(table, ap("127.0.0.1:53926"), login, false); err == nil {
+		t.Errorf("a peer not in the table: uid %d", uid)
+	}
+	v6 := []byte("sl local remote st\n 0: 00000000000000000000000001000000:D2A4 00000000000000000000000001000000:05B1 01 0:0 0:0 0 1001 0 7\n")
+	if uid, err := ownerIn(v6, ap("[::1]:53924"), ap("[::1]:1457"), true); err != nil || uid != 1001 {
+		t.Errorf("tcp6: uid %d, %v", uid, err)
+	}
+}
+
+// clientAs asks the host's addr as uid, from a copy of this test binary
+// that uid may run, and returns the tag the jail answered ("" when the
+// connection was closed unanswered).
+func clientAs(t *testing.T, uid int, addr string) string {
+	t.Helper()
+	c := exec.Command(clientBinary(t), clientMode, addr)
+	if uid != os.Getuid() {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the client as uid %d: %v: %s", uid, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+var clientCopy struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// clientBinary is this test binary, copied where every user may run it.
+func clientBinary(t *testing.T) string {
+	clientCopy.once.Do(func() {
+		exe, err := os.Executable()
+		if err != nil {
+			clientCopy.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "cco-loginfwd-client-")
+		if err != nil {
+			clientCopy.err = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		b, err := os.ReadFile(exe)
+		if err == nil {
+			clientCopy.path = filepath.Join(dir, "client")
+			err = os.WriteFile(clientCopy.path, b, 0o755)
+		}
+		clientCopy.err = err
+	})
+	if clientCopy.err != nil {
+		t.Fatal(clientCopy.err)
+	}
+	return clientCopy.path
+}
+
+// TestOnlyTheInvokingUser: the forwarder carries the connections of the
+// invoking user alone; another user's, and root's when root is not the
+// invoking user, are closed before they reach the jail, and said.
+func TestOnlyTheInvokingUser(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tc := range []struct {
+		name    string
+		invoker int
+		others  []int
+	}{
+		{"invoked by uid 65533", 65533, []int{65534, 0}},
+		{"invoked by root", 0, []int{65534, 65533}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			login := freePort(t)
+			j := startJail(t, fmt.Sprintf("login=127.0.0.1:%d", login))
+			var warn testenv.SyncBuffer
+			stop := Start(context.Background(), j.pid, []int{login}, Options{Dialer: Setns{}, Interval: 20 * time.Millisecond,
+				Warn: &warn, Agent: "codex", UID: tc.invoker})
+			defer stop()
+			addr := "127.0.0.1:" + strconv.Itoa(login)
+			eventually(t, "the host listener", func() error {
+				c, err := net.Dial("tcp4", addr)
+				if err == nil {
+					c.Close()
+				}
+				return err
+			})
+			if got := clientAs(t, tc.invoker, addr); got != "login" {
+				t.Errorf("the invoking user (uid %d) got %q, want the jail's answer", tc.invoker, got)
+			}
+			for _, uid := range tc.others {
+				if got := clientAs(t, uid, addr); got != "" {
+					t.Errorf("LEAK: uid %d reached the jail's login server: %q", uid, got)
+				}
+				if w := warn.String(); !strings.Contains(w, fmt.Sprintf("from uid %d:", uid)) {
+					t.Errorf("no warning names uid %d: %q", uid, w)
+				}
+			}
+			if got := clientAs(t, tc.invoker, addr); got != "login" {
+				t.Errorf("the invoking user after the others: %q", got)
+			}
+		})
+	}
+}
+
+// TestFlowEndsWithTheLoginState: once the login state changes (the login
+// is done), the host port closes, though the jail still listens.
+func TestFlowEndsWithTheLoginState(t *testing.T) {
+	testenv.RequireRoot(t)
+	state := filepath.Join(t.TempDir(), "auth.json")
+	login := freePort(t)
+	j := startJail(t, fmt.Sprintf("login=127.0.0.1:%d", login))
+	stop := Start(context.Background(), j.pid, []int{login}, Options{Dialer: Setns{}, Interval: 20 * time.Millisecond,
+		UID: os.Getuid(), State: state})
+	defer stop()
+	addr := "127.0.0.1:" + strconv.Itoa(login)
+	eventually(t, "the login listener", func() error {
+		tag, err := ask(addr)
+		if err == nil && tag != "login" {
+			err = fmt.Errorf("answered %q", tag)
+		}
+		return err
+	})
+	if err := os.WriteFile(state, []byte(`{"tokens":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the host port closing once the login state is written", func() error {
+		if _, err := ask(addr); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("still answers: %v", err)
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	if _, err := ask(addr); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("the host port opened again after the login: %v", err)
 	}
 }

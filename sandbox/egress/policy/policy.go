@@ -398,11 +398,20 @@ const (
 	// that says why it cannot.
 	ReadyLine   = "ready"
 	ErrorPrefix = "error: "
+	// SummaryPrefix starts its last line, the session's destinations
+	// (package tally's JSON), said once its input has ended.
+	SummaryPrefix = "summary: "
 	// ListenerFD is the listening socket; AuditLockFD and AuditLogFD are
 	// the audit log's lock and file (OpenLog).
 	ListenerFD  = 3
 	AuditLockFD = 4
 	AuditLogFD  = 5
+	// EndpointsFD is a unix socket on which the shadow hands over the
+	// agent's endpoint, a listening TCP socket, one per message
+	// (SCM_RIGHTS); the process answers EndpointServed once it serves
+	// it. A shadow that hands over nothing need not pass it.
+	EndpointsFD    = 6
+	EndpointServed = 'k'
 )
 
 // Encode is the policy as the proxy process receives it: one line of JSON.

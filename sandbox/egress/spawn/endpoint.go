@@ -9,10 +9,12 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cco-dev/cco/sandbox/egress/bridge"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 )
 
 // Endpoint is where the agent's proxy variables point, inside the jail's
@@ -136,17 +138,87 @@ func receive(c *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(fds[0]), "proxy-endpoint"), nil
 }
 
-// bridged is the proxy's side of the endpoint: connections carried to its
-// socket, cut when the proxy stops.
+// handOverTimeout bounds the wait for the process to take the endpoint;
+// past it (a program of an older release, which never answers), the
+// launcher serves the endpoint itself.
+var handOverTimeout = 5 * time.Second
+
+// Bridge serves the agent's endpoint ln: the process takes it and serves
+// it itself (once started: until then the watcher starts the process on
+// its first connection). Should the process not take it, the launcher
+// carries each connection to the proxy's socket instead. ln is the
+// launcher's until then.
+func (p *Proxy) Bridge(ln *os.File) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.stopping:
+		ln.Close()
+	case p.ctl == nil:
+		// Not started yet: the watcher waits for this one's first
+		// connection too. A jail built again brings a new endpoint.
+		if p.endpoint != nil {
+			p.endpoint.Close()
+		}
+		p.endpoint = ln
+		p.poke()
+	default:
+		go p.handOver(ln)
+	}
+	return nil
+}
+
+// handOver sends ln to the process and waits for its answer; without one,
+// the launcher serves ln itself.
+func (p *Proxy) handOver(ln *os.File) {
+	p.ctlMu.Lock()
+	err := p.send(ln)
+	p.ctlMu.Unlock()
+	if err == nil {
+		ln.Close() // the process holds it now
+		return
+	}
+	if err := p.serveBridge(ln); err != nil {
+		p.fail(fmt.Errorf("the egress proxy cannot serve the agent's endpoint: %w", err))
+	}
+}
+
+func (p *Proxy) send(ln *os.File) error {
+	if _, _, err := p.ctl.WriteMsgUnix([]byte{'e'}, unix.UnixRights(rawFD(ln)), nil); err != nil {
+		return err
+	}
+	p.ctl.SetReadDeadline(time.Now().Add(handOverTimeout))
+	var b [1]byte
+	if _, err := p.ctl.Read(b[:]); err != nil {
+		return err
+	}
+	if b[0] != policy.EndpointServed {
+		return fmt.Errorf("the egress proxy did not take the endpoint (%q)", b[0])
+	}
+	return nil
+}
+
+// rawFD is f's descriptor, left in the mode it is in (os.File.Fd would
+// make it blocking).
+func rawFD(f *os.File) int {
+	fd := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(d uintptr) { fd = int(d) })
+	}
+	return fd
+}
+
+// bridged is the endpoint served by the launcher, should the process not
+// take it: connections carried to the proxy's socket, cut when the proxy
+// stops.
 type bridged struct {
 	mu     sync.Mutex
 	b      *bridge.Bridge
 	closed bool
 }
 
-// Bridge serves the endpoint ln: each connection is carried to the proxy's
-// socket (whose first connection starts the proxy). ln is the launcher's.
-func (p *Proxy) Bridge(ln *os.File) error {
+// serveBridge carries each connection ln accepts to the proxy's socket.
+func (p *Proxy) serveBridge(ln *os.File) error {
 	l, err := net.FileListener(ln)
 	ln.Close()
 	if err != nil {

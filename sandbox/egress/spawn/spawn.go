@@ -1,16 +1,19 @@
 // Package spawn is the egress proxy's lifecycle on the host: the audit log
 // and the listening socket made before the jail (what a user can get wrong
 // fails the launch, not the session), the egress-proxy process started on
-// the first connection, its verdict, and its end. It also carries the
-// agent's proxy endpoint, a listener in the jail's own network namespace,
-// to that socket, so that no process of the launcher's stays in the jail.
+// the first connection, its verdict, its summary of the session, and its
+// end. It also hands the proxy the agent's endpoint, a listener in the
+// jail's own network namespace, so that no process of the launcher's stays
+// in the jail and the agent's bytes cross one process on their way out.
 package spawn
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/egress/tally"
 	"github.com/cco-dev/cco/sandbox/supervise"
 )
 
@@ -60,7 +64,8 @@ type Proxy struct {
 	lines <-chan string // a process started by startNow: what it says
 
 	mu       sync.Mutex
-	ln       *os.File // the listening socket, non-blocking: the runtime's poller watches it
+	ln       *os.File // the listening socket
+	lnFD     int      // its descriptor, which the watcher polls
 	lock     *os.File // the audit log's rotation lock and the log:
 	log      *os.File // descriptors 3, 4 and 5 of the process
 	stopping bool
@@ -69,8 +74,17 @@ type Proxy struct {
 	pid      int      // the process, once started
 	in       *os.File // its standard input: closing it stops the proxy
 	err      error    // the first failure
+	summary  string   // its summary line, once it said one
+	// endpoint is the agent's endpoint, until the process is started and
+	// takes it; wake (an eventfd, -1 once closed) tells the watcher it
+	// came, or that the session ends.
+	endpoint *os.File
+	wake     int
+	// ctl hands the process the endpoint (descriptor 6 of the process).
+	ctl   *net.UnixConn
+	ctlMu sync.Mutex
 
-	br bridged // the agent's endpoint, carried to Socket
+	br bridged // the endpoint, should the process not take it
 }
 
 // Start checks the proxy program prog, opens the audit log and creates
@@ -93,7 +107,8 @@ func Start(prog string, pol policy.Policy, session string, read func(string) ([]
 		return nil, fmt.Errorf("the egress proxy cannot start: its runtime directory: %w", err)
 	}
 	p := &Proxy{Socket: filepath.Join(dir, strconv.Itoa(os.Getpid())+"-"+session+".sock"), prog: prog, session: session,
-		pol: pol, read: read, lock: lock, log: log, failed: make(chan error, 1), decided: make(chan struct{}), done: make(chan struct{})}
+		pol: pol, read: read, lock: lock, log: log, failed: make(chan error, 1), decided: make(chan struct{}), done: make(chan struct{}),
+		wake: -1}
 	if fresh {
 		p.Runtime = dir
 	}
@@ -103,7 +118,7 @@ func Start(prog string, pol policy.Policy, session string, read func(string) ([]
 		p.removeSocket()
 		return nil, err
 	}
-	if p.ln, err = listenUnix(p.Socket); err != nil {
+	if p.ln, p.lnFD, err = listenUnix(p.Socket); err != nil {
 		return fail(err)
 	}
 	// A program this user's launches have not yet heard serve (new, or
@@ -251,9 +266,10 @@ func (p *Proxy) removeSocket() {
 	}
 }
 
-// Watch starts, in a goroutine, the process on the socket's first
-// connection, and reports a process that cannot serve, or that ends before
-// the session does. The launcher calls it once bwrap runs.
+// Watch starts, in a goroutine, the process on the first connection to the
+// socket or to the agent's endpoint, and reports a process that cannot
+// serve, or that ends before the session does. The launcher calls it once
+// bwrap runs.
 func (p *Proxy) Watch() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -261,6 +277,14 @@ func (p *Proxy) Watch() {
 		return // a jail built again watches the same proxy
 	}
 	p.watching = true
+	if p.lines == nil {
+		wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			go p.fail(fmt.Errorf("the egress proxy cannot start: watching its socket: %w", err))
+			return
+		}
+		p.wake = wake
+	}
 	go p.run()
 }
 
@@ -269,15 +293,7 @@ func (p *Proxy) run() {
 		p.follow(p.lines) // started and checked already (checkFirst)
 		return
 	}
-	rc, err := p.ln.SyscallConn()
-	if err == nil {
-		err = rc.Read(func(fd uintptr) bool {
-			// Readable means a connection waits; poll(0) only looks.
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, _ := unix.Poll(pfd, 0)
-			return n > 0
-		})
-	}
+	err := p.awaitConnection()
 	p.mu.Lock()
 	if p.stopping {
 		p.mu.Unlock()
@@ -302,6 +318,55 @@ func (p *Proxy) run() {
 	}
 	close(p.decided)
 	p.follow(lines)
+}
+
+// awaitConnection returns once a connection waits on the socket or on the
+// endpoint (the endpoint may come later: wake says so), or the session
+// ends; it closes wake.
+func (p *Proxy) awaitConnection() error {
+	defer func() {
+		p.mu.Lock()
+		unix.Close(p.wake)
+		p.wake = -1
+		p.mu.Unlock()
+	}()
+	for {
+		p.mu.Lock()
+		if p.stopping {
+			p.mu.Unlock()
+			return nil
+		}
+		fds := []unix.PollFd{{Fd: int32(p.wake), Events: unix.POLLIN}, {Fd: int32(p.lnFD), Events: unix.POLLIN}}
+		if p.endpoint != nil {
+			fds = append(fds, unix.PollFd{Fd: int32(rawFD(p.endpoint)), Events: unix.POLLIN})
+		}
+		p.mu.Unlock()
+		// A blocking poll holds one thread for the wait, and none of the
+		// runtime's poller's state: the descriptors are handed on as they
+		// are once the process starts.
+		_, err := unix.Poll(fds, -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fds[0].Revents != 0 {
+			var b [8]byte
+			unix.Read(p.wake, b[:])
+			continue
+		}
+		return nil
+	}
+}
+
+// poke wakes the watcher; the caller holds p.mu.
+func (p *Proxy) poke() {
+	if p.wake >= 0 {
+		var one [8]byte
+		binary.NativeEndian.PutUint64(one[:], 1) // an eventfd's counter
+		unix.Write(p.wake, one[:])
+	}
 }
 
 // firstWord waits for a started process's first line: nil for ready.
@@ -329,6 +394,11 @@ func (p *Proxy) follow(lines <-chan string) {
 	for l := range lines {
 		if strings.HasPrefix(l, policy.ErrorPrefix) {
 			p.fail(errors.New("the egress proxy failed: " + strings.TrimPrefix(l, policy.ErrorPrefix)))
+		}
+		if s, ok := strings.CutPrefix(l, policy.SummaryPrefix); ok {
+			p.mu.Lock()
+			p.summary = s
+			p.mu.Unlock()
 		}
 	}
 	p.mu.Lock()
@@ -367,16 +437,30 @@ func (p *Proxy) start() (<-chan string, error) {
 		inW.Close()
 		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
 	}
+	ctl, theirs, err := socketPair()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("the egress proxy cannot start: %w", err)
+	}
 	pid, err := syscall.ForkExec(p.prog, []string{p.prog, p.session}, &syscall.ProcAttr{Env: os.Environ(),
-		Files: []uintptr{inR.Fd(), outW.Fd(), os.Stderr.Fd(), p.ln.Fd(), p.lock.Fd(), p.log.Fd()}})
+		Files: []uintptr{inR.Fd(), outW.Fd(), os.Stderr.Fd(), uintptr(p.lnFD), p.lock.Fd(), p.log.Fd(), theirs.Fd()}})
 	inR.Close()
 	outW.Close()
+	theirs.Close()
 	if err != nil {
 		inW.Close()
 		outR.Close()
+		ctl.Close()
 		return nil, fmt.Errorf("the egress proxy cannot start: %s: %w", p.prog, err)
 	}
-	p.pid, p.in = pid, inW
+	p.pid, p.in, p.ctl = pid, inW, ctl
+	if ep := p.endpoint; ep != nil {
+		p.endpoint = nil
+		go p.handOver(ep)
+	}
 	// The policy may be larger than a pipe holds: written while the
 	// process reads it.
 	go inW.Write(line)
@@ -430,10 +514,12 @@ func (p *Proxy) Stop() {
 	p.mu.Lock()
 	p.stopping = true
 	pid, in, watching := p.pid, p.in, p.watching
+	p.poke() // a watcher still waiting for a first connection returns
+	if p.endpoint != nil {
+		p.endpoint.Close()
+		p.endpoint = nil
+	}
 	p.mu.Unlock()
-	// A watcher still waiting for a first connection is left to the
-	// process's exit, with the descriptors it watches: closing them would
-	// wait for it.
 	if pid != 0 {
 		in.Close()
 		if !watching {
@@ -446,36 +532,71 @@ func (p *Proxy) Stop() {
 			syscall.Kill(pid, syscall.SIGKILL)
 			<-p.done
 		}
+		p.ctl.Close()
 	}
 	p.removeSocket()
 }
 
 // listenUnix creates a listening unix socket at path, mode 0600 in a
 // directory only this user can enter, with plain system calls (the shadow
-// only hands the descriptor on).
-func listenUnix(path string) (*os.File, error) {
+// only watches the descriptor and hands it on).
+func listenUnix(path string) (*os.File, int, error) {
 	// sun_path holds 108 bytes with the terminating NUL.
 	if len(path) > 107 {
-		return nil, fmt.Errorf("the egress proxy cannot start: its socket path %s is %d bytes, more than a unix socket allows (107): use a shorter runtime directory (TMPDIR)", path, len(path))
+		return nil, -1, fmt.Errorf("the egress proxy cannot start: its socket path %s is %d bytes, more than a unix socket allows (107): use a shorter runtime directory (TMPDIR)", path, len(path))
 	}
-	// Non-blocking, so that the runtime's poller can watch it.
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("the egress proxy cannot start: its socket: %w", err)
+		return nil, -1, fmt.Errorf("the egress proxy cannot start: its socket: %w", err)
 	}
 	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
 		syscall.Close(fd)
-		return nil, fmt.Errorf("the egress proxy cannot start: its socket %s: %w", path, err)
+		return nil, -1, fmt.Errorf("the egress proxy cannot start: its socket %s: %w", path, err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		syscall.Close(fd)
-		return nil, fmt.Errorf("the egress proxy cannot start: its socket: %w", err)
+		return nil, -1, fmt.Errorf("the egress proxy cannot start: its socket: %w", err)
 	}
 	if err := syscall.Listen(fd, syscall.SOMAXCONN); err != nil {
 		syscall.Close(fd)
-		return nil, fmt.Errorf("the egress proxy cannot start: its socket %s: %w", path, err)
+		return nil, -1, fmt.Errorf("the egress proxy cannot start: its socket %s: %w", path, err)
 	}
-	// Made once listening, so that the poller registers a socket whose
-	// readiness means a waiting connection.
-	return os.NewFile(uintptr(fd), path), nil
+	return os.NewFile(uintptr(fd), path), fd, nil
+}
+
+// socketPair is the shadow's end of the endpoints socket and the
+// process's (its descriptor 6).
+func socketPair() (*net.UnixConn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("a socket pair for the endpoint: %w", err)
+	}
+	mine := os.NewFile(uintptr(fds[0]), "endpoints")
+	defer mine.Close()
+	c, err := net.FileConn(mine)
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("a socket pair for the endpoint: %w", err)
+	}
+	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "endpoints-proxy"), nil
+}
+
+// Summary is the line to print once the session ended: what the proxy
+// allowed and refused (tally.Summary.Line), or "" when it served nothing
+// (or never started). Call it after Stop.
+func (p *Proxy) Summary() string {
+	p.mu.Lock()
+	line := p.summary
+	p.mu.Unlock()
+	if line == "" {
+		return ""
+	}
+	s, err := tally.Decode(line)
+	if err != nil {
+		return "cco: egress this session: " + err.Error()
+	}
+	if s.Empty() {
+		return ""
+	}
+	return s.Line(p.pol.LogPath)
 }

@@ -1,20 +1,26 @@
 // Command probe is a hostile agent for the adversarial suite: installed as
 // both vendor binaries, it runs in the real jail and does what the test
 // tells it (shell steps, reads of secrets, connects, setuid calls, filling
-// scratch space, a fork loop, a nested launch), and reports every result as
-// one flat JSON object on stdout. It prints what it manages to read, and
-// copies it into the workspace, so that a leak shows on the host.
+// scratch space, a fork loop, a nested launch, a listener on the login
+// port, a flood of the egress proxy), and reports every result as one flat
+// JSON object on stdout. It prints what it manages to read, and copies it
+// into the workspace, so that a leak shows on the host. On the host, mode
+// "ask" is a client of a loopback port, run as any user.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -43,6 +49,25 @@ type Params struct {
 	FillMax int64    `json:"fill_max"`
 	Fork    int      `json:"fork"`   // children to try to start
 	Nested  string   `json:"nested"` // the shadow's path, to start again from inside
+	// Listen are loopback addresses to listen on, each connection
+	// answered with ListenAnswer; Ready is a file written once listening,
+	// and the listening ends when the file Until appears (or after 6 s).
+	Listen       []string `json:"listen"`
+	ListenAnswer string   `json:"listen_answer"`
+	Ready        string   `json:"ready"`
+	Until        string   `json:"until"`
+	// Flood sends CONNECTs to the egress proxy (HTTPS_PROXY): Count with a
+	// target of Size bytes, then one for each of Targets.
+	Flood *Flood `json:"flood"`
+	// Addr is what mode "ask" connects to.
+	Addr string `json:"addr"`
+}
+
+// Flood is a burst of CONNECTs the proxy must refuse.
+type Flood struct {
+	Count   int      `json:"count"`
+	Size    int      `json:"size"`
+	Targets []string `json:"targets"`
 }
 
 var report = map[string]string{}
@@ -58,6 +83,12 @@ func main() {
 	}
 	if p.Mode == "exit" {
 		os.Exit(p.Code)
+	}
+	if p.Mode == "ask" {
+		report["ask"] = ask(p.Addr)
+		b, _ := json.Marshal(report)
+		os.Stdout.Write(append(b, '\n'))
+		return
 	}
 	for _, s := range p.Steps {
 		report["sh:"+s.Name] = shell(s.Script)
@@ -78,6 +109,12 @@ func main() {
 	}
 	if p.Fork > 0 {
 		report["fork"] = forkLoop(p.Fork)
+	}
+	if len(p.Listen) > 0 {
+		listen(p)
+	}
+	if p.Flood != nil {
+		flood(p.Flood)
 	}
 	if p.Nested != "" {
 		c := exec.Command(p.Nested, "probe", `{"mode":"exit","code":7}`)
@@ -239,3 +276,99 @@ func forkLoop(max int) string {
 
 // atFDCWD is AT_FDCWD as a raw system call argument.
 var atFDCWD = func() uintptr { fd := unix.AT_FDCWD; return uintptr(fd) }()
+
+// listen answers every connection to the addresses until the file Until
+// appears, and reports how many came: "<n> connections" or the error.
+func listen(p Params) {
+	var lns []net.Listener
+	counts := make([]int, len(p.Listen))
+	var mu sync.Mutex
+	for i, a := range p.Listen {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			report["listen:"+a] = res(err)
+			continue
+		}
+		lns = append(lns, l)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				counts[i]++
+				mu.Unlock()
+				c.Write([]byte(p.ListenAnswer))
+				c.Close()
+			}
+		}()
+	}
+	if p.Ready != "" {
+		os.WriteFile(p.Ready, []byte("listening\n"), 0o644)
+	}
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(p.Until); err == nil {
+			break
+		}
+	}
+	for _, l := range lns {
+		l.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, a := range p.Listen {
+		if _, failed := report["listen:"+a]; !failed {
+			report["listen:"+a] = fmt.Sprintf("%d connections", counts[i])
+		}
+	}
+}
+
+// flood sends the CONNECTs through the proxy the jail points at and
+// reports each status line: "flood" for the sized ones (the distinct
+// answers), "flood:<i>" for each of Targets.
+func flood(f *Flood) {
+	proxy := strings.TrimPrefix(os.Getenv("HTTPS_PROXY"), "http://")
+	connect := func(target string) string {
+		c, err := net.DialTimeout("tcp", proxy, 2*time.Second)
+		if err != nil {
+			return res(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		go fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: x\r\n\r\n", target)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return res(err)
+		}
+		return strings.TrimSpace(line)
+	}
+	seen := map[string]int{}
+	huge := strings.Repeat("a", f.Size) + ".example:443"
+	for range f.Count {
+		seen[connect(huge)]++
+	}
+	report["flood"] = fmt.Sprint(seen)
+	for i, t := range f.Targets {
+		report["flood:"+strconv.Itoa(i)] = connect(t)
+	}
+}
+
+// ask reads what a loopback server answers: "answer <text>", "closed"
+// (nothing before the end), or the error.
+func ask(addr string) string {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return res(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	b, err := io.ReadAll(c)
+	if len(b) == 0 {
+		if err != nil {
+			return res(err)
+		}
+		return "closed"
+	}
+	return "answer " + string(b)
+}

@@ -1,0 +1,200 @@
+// Package tally counts a session's destinations, allowed and refused, for
+// the one line the shadow prints when the session ends: the evidence of
+// what the session reached that no later flood of the audit log can
+// rotate away. The proxy counts (Tally), hands the shadow a Summary as
+// one JSON line, and the shadow prints its Line. It links no HTTP stack.
+package tally
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Outcome is what became of a request: allowed, refused by the policy, or
+// failed upstream.
+type Outcome int
+
+const (
+	Allowed Outcome = iota
+	Refused
+	Failed
+	outcomes
+)
+
+var outcomeNames = [outcomes]string{"allowed", "refused", "failed"}
+
+// maxDests bounds the destinations a Tally tells apart for each outcome:
+// past it, a new destination counts only in Others.
+const maxDests = 4096
+
+// Shown is how many destinations of each outcome a Summary names, the
+// most frequent first.
+const Shown = 5
+
+// Tally counts requests by outcome and destination. Its zero value is
+// ready; it is safe for concurrent use.
+type Tally struct {
+	mu    sync.Mutex
+	dests [outcomes]map[string]int
+	other [outcomes]int
+}
+
+// Add counts one request to target (host:port as the client asked, cut
+// to the audit log's length) with its outcome.
+func (t *Tally) Add(target string, o Outcome) {
+	if o < 0 || o >= outcomes {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.dests[o]
+	if m == nil {
+		m = map[string]int{}
+		t.dests[o] = m
+	}
+	if _, ok := m[target]; ok || len(m) < maxDests {
+		m[target]++
+		return
+	}
+	t.other[o]++
+}
+
+// Dest is one destination and its count.
+type Dest struct {
+	Target string `json:"target"`
+	N      int    `json:"n"`
+}
+
+// Group is one outcome's part of a Summary: the total, the number of
+// destinations, and the most frequent ones.
+type Group struct {
+	Requests     int    `json:"requests"`
+	Destinations int    `json:"destinations"`
+	Top          []Dest `json:"top,omitempty"`
+}
+
+// Summary is a session's tally as the proxy hands it to the shadow.
+type Summary struct {
+	Allowed Group `json:"allowed"`
+	Refused Group `json:"refused"`
+	Failed  Group `json:"failed"`
+}
+
+// Summary is the tally so far.
+func (t *Tally) Summary() Summary {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var gs [outcomes]Group
+	for o := range outcomes {
+		g := &gs[o]
+		g.Destinations = len(t.dests[o])
+		g.Requests = t.other[o]
+		if t.other[o] > 0 {
+			g.Destinations++ // at least one more, untold
+		}
+		for target, n := range t.dests[o] {
+			g.Requests += n
+			g.Top = append(g.Top, Dest{target, n})
+		}
+		sort.Slice(g.Top, func(i, j int) bool {
+			if g.Top[i].N != g.Top[j].N {
+				return g.Top[i].N > g.Top[j].N
+			}
+			return g.Top[i].Target < g.Top[j].Target
+		})
+		if len(g.Top) > Shown {
+			g.Top = g.Top[:Shown]
+		}
+	}
+	return Summary{Allowed: gs[Allowed], Refused: gs[Refused], Failed: gs[Failed]}
+}
+
+// Empty reports whether the session made no request at all.
+func (s Summary) Empty() bool {
+	return s.Allowed.Requests == 0 && s.Refused.Requests == 0 && s.Failed.Requests == 0
+}
+
+// Encode is the summary as one line of JSON (without the newline).
+func (s Summary) Encode() string {
+	b, _ := json.Marshal(s) // strings and ints only: it cannot fail
+	return string(b)
+}
+
+// Decode reads what Encode wrote.
+func Decode(line string) (Summary, error) {
+	var s Summary
+	if err := json.Unmarshal([]byte(line), &s); err != nil {
+		return Summary{}, fmt.Errorf("the egress proxy's summary: %w", err)
+	}
+	return s, nil
+}
+
+// shownTarget is how much of a target the line prints, in bytes before
+// escaping.
+const shownTarget = 80
+
+// Line is the summary as the shadow prints it after the session, one line
+// without its newline: every byte of a target the jail chose goes through
+// Printable. logPath names the audit log that holds the details.
+func (s Summary) Line(logPath string) string {
+	var b strings.Builder
+	b.WriteString("cco: egress this session:")
+	for i, g := range []Group{s.Allowed, s.Refused, s.Failed} {
+		if Outcome(i) == Failed && g.Requests == 0 {
+			continue // failures only when there were some
+		}
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s %d", outcomeNames[i], g.Requests)
+		if g.Requests == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, " to %d (", g.Destinations)
+		for k, d := range g.Top {
+			if k > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(Printable(clip(d.Target, shownTarget)))
+			if d.N > 1 {
+				b.WriteString(" x" + strconv.Itoa(d.N))
+			}
+		}
+		if more := g.Destinations - len(g.Top); more > 0 {
+			fmt.Fprintf(&b, ", %d more", more)
+		}
+		b.WriteString(")")
+	}
+	if logPath != "" {
+		b.WriteString("; details: " + Printable(logPath))
+	}
+	return b.String()
+}
+
+// clip cuts s to at most n bytes, on a rune boundary where s is UTF-8,
+// marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > n-utf8.UTFMax && cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// Printable is s as it may reach a terminal: control characters (C0, DEL
+// and C1), newlines, invalid UTF-8, bidirectional and other invisible
+// format characters, and backslashes are escaped Go-style (\x1b, \u202e).
+// It is the one place this package escapes, so that one printer for all of
+// the shadow's output can take its place.
+func Printable(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
