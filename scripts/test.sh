@@ -65,7 +65,6 @@ fuzz ./agent/ FuzzClaudeArgs 200000x
 fuzz ./agent/ FuzzCodexArgs 200000x
 fuzz ./agent/ FuzzGeminiArgs 200000x
 fuzz ./sandbox/egress/policy/ FuzzParse 100000x
-fuzz ./sandbox/egress/tally/ FuzzPrintable 100000x
 fuzz ./sandbox/appserver/ FuzzArgs 200000x
 fuzz ./rcfile/ FuzzFind 200000x
 fuzz ./internal/safetext/ FuzzEscape 200000x

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // Outcome is what became of a request: allowed, refused by the policy, or
@@ -140,7 +142,7 @@ const shownTarget = 80
 
 // Line is the summary as the shadow prints it after the session, one line
 // without its newline: every byte of a target the jail chose goes through
-// Printable. logPath names the audit log that holds the details.
+// safetext.Escape, the one printer. logPath names the audit log that holds the details.
 func (s Summary) Line(logPath string) string {
 	var b strings.Builder
 	b.WriteString("cco: egress this session:")
@@ -160,7 +162,7 @@ func (s Summary) Line(logPath string) string {
 			if k > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(Printable(clip(d.Target, shownTarget)))
+			b.WriteString(safetext.Escape(clip(d.Target, shownTarget)))
 			if d.N > 1 {
 				b.WriteString(" x" + strconv.Itoa(d.N))
 			}
@@ -171,7 +173,7 @@ func (s Summary) Line(logPath string) string {
 		b.WriteString(")")
 	}
 	if logPath != "" {
-		b.WriteString("; details: " + Printable(logPath))
+		b.WriteString("; details: " + safetext.Escape(logPath))
 	}
 	return b.String()
 }
@@ -187,14 +189,4 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "..."
-}
-
-// Printable is s as it may reach a terminal: control characters (C0, DEL
-// and C1), newlines, invalid UTF-8, bidirectional and other invisible
-// format characters, and backslashes are escaped Go-style (\x1b, \u202e).
-// It is the one place this package escapes, so that one printer for all of
-// the shadow's output can take its place.
-func Printable(s string) string {
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
 }

@@ -3,7 +3,6 @@ package tally
 import (
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 func TestTallyAndLine(t *testing.T) {
@@ -58,45 +57,4 @@ func TestTallyBounded(t *testing.T) {
 	if !strings.Contains(line, "more)") || len(line) > 1000 {
 		t.Errorf("line of %d bytes: %s", len(line), line)
 	}
-}
-
-func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{
-		"api.example.com:443":     "api.example.com:443",
-		"\x1b]52;c;ZXZpbA==\x07":  `\x1b]52;c;ZXZpbA==\a`,
-		"a\u009bb\u009dc":         `a\u009bb\u009dc`,
-		"\x9b31m":                 `\x9b31m`,
-		"\u202eevil\u2066x\u2069": `\u202eevil\u2066x\u2069`,
-		"line\nnext\r\t":          `line\nnext\r\t`,
-		"del\x7f back\\slash":     `del\x7f back\\slash`,
-		"bücher.example:443":      "bücher.example:443",
-	} {
-		if got := Printable(in); got != want {
-			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// FuzzPrintable: whatever the jail sends, what is printed holds no byte or
-// character a terminal acts on.
-func FuzzPrintable(f *testing.F) {
-	for _, s := range []string{"", "a:443", "\x1b[31m", "\u009b", "\xff\xfe", "\u202e", "\u2067", "\u200f", "x\ny"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		p := Printable(s)
-		if !utf8.ValidString(p) {
-			t.Fatalf("%q: invalid UTF-8 %q", s, p)
-		}
-		for _, r := range p {
-			if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) ||
-				(r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c {
-				t.Fatalf("%q: printed %U in %q", s, r, p)
-			}
-		}
-		line := Summary{Refused: Group{Requests: 1, Destinations: 1, Top: []Dest{{s, 1}}}}.Line("")
-		if strings.ContainsAny(line, "\x1b\n\r") || !utf8.ValidString(line) {
-			t.Fatalf("%q: line %q", s, line)
-		}
-	})
 }
