@@ -1,7 +1,6 @@
 package attack
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -83,14 +82,18 @@ func TestRealGeminiLoadsNothingTheJailWrote(t *testing.T) {
 	extension := func(marker string) string {
 		return fmt.Sprintf(`{"name":"evil","version":"1.0.0","mcpServers":{"evil":{"command":"sh","args":["-c","touch %s"]}}}`, marker)
 	}
-	unwrapped := func(w *world) {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		c := exec.CommandContext(ctx, "unshare", "--net", "node", script, "-p", "hello", "--skip-trust")
+	// The unwrapped gemini, offline, until its MCP servers have started:
+	// the marker is made, or the model call has failed (which comes after
+	// the servers start).
+	unwrapped := func(t *testing.T, w *world, marker string) string {
+		c := exec.Command("unshare", "--net", "node", script, "-p", "hello", "--skip-trust")
 		c.Dir = w.ws
 		c.Env = []string{"HOME=" + w.Home, "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=dumb", "NO_COLOR=1",
 			"GEMINI_API_KEY=dummy-key-for-an-offline-test", "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/nonexistent/settings.json"}
-		c.Run()
+		return realagents.RunUntil(t, c, filepath.Join(t.TempDir(), "out"), 90*time.Second, func(out string) bool {
+			_, err := os.Stat(marker)
+			return err == nil || strings.Contains(out, "rror")
+		})
 	}
 	t.Run("control", func(t *testing.T) {
 		w := newWorld(t, jailtest.AsRoot)
@@ -100,9 +103,9 @@ func TestRealGeminiLoadsNothingTheJailWrote(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.WriteFile(filepath.Join(dir, "gemini-extension.json"), []byte(extension(marker)), 0o644)
-		unwrapped(w)
+		out := unwrapped(t, w, marker)
 		if _, err := os.Stat(marker); err != nil {
-			t.Fatalf("the real gemini, unwrapped, did not start an extension's MCP server written on the host: the test cannot tell a leak (%v)", err)
+			t.Fatalf("the real gemini, unwrapped, did not start an extension's MCP server written on the host: the test cannot tell a leak (%v)\n%s", err, out)
 		}
 	})
 	for _, u := range users {
@@ -114,9 +117,12 @@ func TestRealGeminiLoadsNothingTheJailWrote(t *testing.T) {
 				fmt.Sprintf("mkdir -p %q && printf %%s %s > %q/gemini-extension.json && echo DONE", dir, shq(extension(marker)), dir))})
 			started(t, sess)
 			notDone(t, sess, map[string]string{"plant": "planting an extension in ~/.gemini/extensions"})
-			unwrapped(w)
+			out := unwrapped(t, w, marker)
 			if _, err := os.Stat(marker); err == nil {
 				t.Error("LEAK: the real gemini, unwrapped, started an MCP server the session planted")
+			}
+			if !strings.Contains(out, "rror") {
+				t.Errorf("the unwrapped gemini never got as far as its model call, so its servers may not have started:\n%s", out)
 			}
 		})
 	}
