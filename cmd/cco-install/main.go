@@ -84,7 +84,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := cmd.Execute()
 	code := exitCode(err)
 	if interrupted(ctx) {
-		fmt.Fprintln(stderr, "cco-install: interrupted")
+		if err != nil && err.Error() != "" {
+			fmt.Fprintf(stderr, "cco-install: interrupted: %v\n", err)
+		} else {
+			fmt.Fprintln(stderr, "cco-install: interrupted")
+		}
 		code = interruptCode(ctx)
 		if err == nil {
 			err = errors.New("interrupted")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -21,6 +22,17 @@ func TestMain(m *testing.M) {
 				afterStep = func(step string) {
 					if step == id {
 						syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					}
+				}
+			}
+			// The signal tests stop the installer in a read that no
+			// context reaches (a FIFO no one writes), holding the lock.
+			if spec := os.Getenv("CCO_TEST_BLOCK_AFTER"); spec != "" {
+				id, fifo, _ := strings.Cut(spec, ":")
+				afterStep = func(step string) {
+					if step == id {
+						os.WriteFile(fifo+".blocked", nil, 0o644)
+						os.Open(fifo)
 					}
 				}
 			}
