@@ -379,7 +379,7 @@ func dispatch(ctx context.Context, flags *pflag.FlagSet, o *options, sio stdio) 
 		o.hostRoot = true
 		needsRoot := o.sub == "install" && !o.dryRun
 		if os.Geteuid() != 0 && needsRoot {
-			return provision.ExitUsage, usageError{fmt.Sprintf("provisioning this machine needs root; run:\n  sudo %s", shellCommand())}
+			return provision.ExitUsage, usageError{fmt.Sprintf("provisioning this machine needs root; run:\n  %s", asRoot(shellCommand()))}
 		}
 	}
 	root, err := provision.OpenRoot(o.root)
@@ -404,6 +404,14 @@ func dispatch(ctx context.Context, flags *pflag.FlagSet, o *options, sio stdio) 
 		return bundle(ctx, root, cfg, o, sio.errOut)
 	}
 	return install(ctx, root, cfg, o, sio)
+}
+
+// asRoot prefixes a suggested command with sudo, unless it runs as root.
+func asRoot(cmd string) string {
+	if provision.IsRoot() {
+		return cmd
+	}
+	return "sudo " + cmd
 }
 
 // shellCommand re-quotes this invocation for a copy-and-paste suggestion.
@@ -443,6 +451,15 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 	// The text report lists every step once; with --json, stderr's lines
 	// are the only words for people.
 	run.QuietSteps = !o.json
+	if o.uninstall {
+		if run.Receipt.Empty() {
+			// Nothing to undo, nothing to confirm, no lock to take.
+			return writeReport(provision.Uninstall(run), o, sio.out)
+		}
+		if !o.dryRun && !o.yes && !(isTerminal(sio.in) && isTerminal(sio.errOut)) {
+			return provision.ExitUsage, usageError{"--uninstall removes what cco installed, and without a terminal there is no one to ask: nothing was removed; to go ahead, run:\n  " + asRoot(shellCommand()+" --yes")}
+		}
+	}
 	var lock *provision.Lock
 	if !o.dryRun {
 		if lock, err = provision.AcquireLock(run, cfg.LockTimeout); err != nil {
@@ -451,7 +468,7 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 		defer lock.Release() // AcquireLock re-reads the receipt once it holds the lock
 	}
 	if o.uninstall {
-		if !o.dryRun && !o.yes && isTerminal(sio.in) && isTerminal(sio.errOut) {
+		if !o.dryRun && !o.yes {
 			preview, err := provision.NewRun(ctx, root)
 			if err != nil {
 				return provision.ExitFailed, err
