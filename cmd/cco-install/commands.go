@@ -153,7 +153,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		}
 	}
 	st.Agents = agentStatus(root, rc, rep, vendor)
-	st.Egress = egressMode(root, rep)
+	st.Egress = egressMode(root, rep, reported)
 	for _, a := range st.Agents {
 		if !a.GuardActive && installed && !reported[a.GuardPath] {
 			rep.AddFinding(provision.Finding{ID: "guard." + a.Agent, Path: a.GuardPath, Detail: a.Agent + ": the guard is not active: " + a.GuardDetail, Fix: a.GuardFix})
@@ -230,15 +230,18 @@ type statusDoc struct {
 }
 
 // egressMode reads the jail's network policy; a sandbox.toml that does not
-// parse is drift (every launch refuses it).
-func egressMode(root *provision.Root, rep *provision.StatusReport) string {
+// parse is drift (every launch refuses it), reported once: the plan's
+// sandbox.config step finds it too when it leaves the file as it is.
+func egressMode(root *provision.Root, rep *provision.StatusReport, reported map[string]bool) string {
 	b, err := root.ReadFile(sandbox.ConfigPath)
 	if err != nil {
 		return "public"
 	}
 	c, err := sandbox.ParseConfig(b, sandbox.ConfigPath)
 	if err != nil {
-		rep.AddFinding(provision.Finding{ID: "sandbox.config", Path: sandbox.ConfigPath, Detail: err.Error(), Fix: "fix the file: every launch refuses it"})
+		if !reported[sandbox.ConfigPath] {
+			rep.AddFinding(provision.Finding{ID: "sandbox.config", Path: sandbox.ConfigPath, Detail: err.Error(), Fix: sandboxConfigFix})
+		}
 		return "unknown"
 	}
 	if c.Egress == "" {

@@ -163,6 +163,8 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 			GID:          gid,
 			Content:      []byte(sandbox.DefaultConfigTOML),
 			KeepExisting: true,
+			Validate:     checkSandboxConfig,
+			ValidateFix:  sandboxConfigFix,
 		},
 	)
 	// The guard and the policy that wires it cover every known agent, like
@@ -199,6 +201,16 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 		steps = append(steps, vendorfetch.Steps(vcfg)...)
 	}
 	return steps, nil
+}
+
+// sandboxConfigFix is the fix of a sandbox.toml that every launch refuses,
+// in a run's report and in status alike.
+const sandboxConfigFix = "fix the file: every launch refuses it"
+
+// checkSandboxConfig is the launch's own reading of sandbox.toml.
+func checkSandboxConfig(b []byte) error {
+	_, err := sandbox.ParseConfig(b, sandbox.ConfigPath)
+	return err
 }
 
 // inContainer detects an image build by the target's container markers
