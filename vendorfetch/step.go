@@ -153,7 +153,20 @@ func (s *vendorStep) platform(run *provision.View) (string, error) {
 }
 
 func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
+	c, err := s.check(run)
+	if err != nil && run.DryRun && !run.Status {
+		err = fmt.Errorf("%w (a dry run does not retry; the real run retries for up to download.retry_budget)", err)
+	}
+	return c, err
+}
+
+func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 	a, cfg := s.agent, s.cfg
+	if run.DryRun {
+		// A dry run never waits on a retry: it reports what it could
+		// not reach.
+		cfg.Retries = 0
+	}
 	c := provision.Check{Paths: []string{a.dir + "/current"}}
 	platform, err := s.platform(run)
 	if err != nil {

@@ -82,9 +82,11 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 			reported[p.Path] = true
 		}
 	}
-	if f := upgradeFinding(v.Root); f != nil {
+	f, interruptedNote := upgradeFinding(v.Root)
+	if f != nil {
 		rep.AddFinding(*f)
 	}
+	st.LastUpgrade = interruptedNote
 	for _, p := range cfg.Problems {
 		rep.AddFinding(provision.Finding{ID: "config", Path: ConfigPath, Detail: p.Message, Fix: "fix the key: every install run refuses the file until then"})
 	}
@@ -179,6 +181,9 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		egressLine += " (no network at all for the agents: set by the operator in " + sandbox.ConfigPath + ")"
 	}
 	fmt.Fprintln(stdout, egressLine)
+	if st.LastUpgrade != "" {
+		fmt.Fprintf(stdout, "%-8s %s\n", "note", st.LastUpgrade)
+	}
 	for _, n := range st.Notes {
 		fmt.Fprintf(stdout, "%-8s %s\n", "skipped", n)
 	}
@@ -227,6 +232,8 @@ type statusDoc struct {
 	// Egress is the jail's network policy from sandbox.toml: public,
 	// allowlist or off ("off" is an operator's choice: reported, not drift).
 	Egress string `json:"egress"`
+	// LastUpgrade notes an upgrade that a signal stopped (no drift).
+	LastUpgrade string `json:"last_upgrade,omitempty"`
 }
 
 // egressMode reads the jail's network policy; a sandbox.toml that does not

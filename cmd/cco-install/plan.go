@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -228,11 +229,16 @@ func inContainer(root provision.FileReader) bool {
 	return false
 }
 
+// httpClient is the vendors' HTTP client: nil, the default transport (it
+// honours HTTPS_PROXY and NO_PROXY). The test binary injects a dialer.
+var httpClient *http.Client
+
 // vendorConfig maps the configuration keys onto vendorfetch's settings.
 func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Config, error) {
 	v := vendorfetch.DefaultConfig()
 	v.Agents = cfg.Agents
 	v.UnpackLimit, v.Retries, v.Backoff, v.Timeout = cfg.UnpackLimit, cfg.Retries, cfg.Backoff, cfg.Timeout
+	v.RetryBudget, v.HTTPClient = cfg.RetryBudget, httpClient
 	v.Bundle, v.Progress, v.Log = cfg.Bundle, cfg.Progress, run.Log
 	v.Platform = cfg.String("platform")
 	v.Upgrade = map[string]bool{}
