@@ -261,9 +261,8 @@ func notInstalled(c provision.Check, agent string, st *agentState, pin, channel 
 	if st == nil {
 		c.Detail = fmt.Sprintf("%s is not installed (configured: %s)", agent, want)
 	} else {
-		c.Installed = st.Version
 		c.Detail = fmt.Sprintf("%s %s is installed, but the configuration asks for %s", agent, st.Version, want)
 	}
-	c.Fix = "run `sudo cco-install` (it needs the network, or --bundle)"
+	c.Fix = "run `sudo cco-install` (it needs the network), or `sudo cco-install --bundle FILE` with a bundle made by `cco-install bundle`"
 	return c
 }

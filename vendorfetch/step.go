@@ -106,6 +106,10 @@ type vendorPlan struct {
 	// relink, when set, is the interpreter to link the installed version
 	// to: nothing is fetched.
 	relink string
+	// restamp: the installed version is the one wanted, but the receipt
+	// records it as from another channel or bundle; only the record
+	// changes (so that status agrees with what the run found).
+	restamp bool
 }
 
 // fetched is a verified tree in the staging directory.
@@ -179,15 +183,26 @@ func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 		return c, fmt.Errorf("%s: %w", a.name, err)
 	}
 	st := loadState(run, a.step)
-	if st != nil && !cfg.Upgrade[a.name] && st.Platform == target && (pin == st.Version || pin == "" && st.Channel == channel) {
+	// A version installed from a bundle is pinned by it: in sync, offline.
+	bundlePinned := st != nil && pin == "" && st.Bundle != ""
+	if st != nil && !cfg.Upgrade[a.name] && st.Platform == target && (pin == st.Version || pin == "" && st.Channel == channel || bundlePinned) {
 		ok, why := intact(run, a.step, a.dir, st.Version)
-		c.Installed = st.Version
 		if ok {
+			c.Installed = st.Version
 			if drift := interpreterDrift(run, cfg, a, st.Version); drift != "" {
 				return s.relinkCheck(run, c, st.Version, drift)
 			}
 			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed (%s)", a.name, st.Version, target)
-			if pin == "" && cfg.Bundle == "" {
+			if bundlePinned {
+				c.Detail = fmt.Sprintf("%s %s is installed (%s, pinned by the bundle %s)", a.name, st.Version, target, st.Bundle)
+			}
+			if cfg.Bundle != "" && st.Bundle != cfg.Bundle {
+				// The bundle holds the installed version: it pins it now.
+				c.State, c.Detail = provision.ToDo, fmt.Sprintf("record %s %s as pinned by the bundle %s (nothing to fetch)", a.name, st.Version, cfg.Bundle)
+				c.Data = &vendorPlan{version: st.Version, restamp: true}
+				return c, nil
+			}
+			if pin == "" && cfg.Bundle == "" && !bundlePinned {
 				// One quick try, and no fallback: a notice must not slow a run.
 				ncfg := cfg
 				ncfg.Retries, ncfg.Codex.GitHubAPIURL = 0, ""
@@ -214,7 +229,13 @@ func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 		return c, nil
 	}
 	if run.Status {
-		return notInstalled(c, a.name, st, pin, channel), nil
+		c = notInstalled(c, a.name, st, pin, channel)
+		if st != nil {
+			if ok, _ := intact(run, a.step, a.dir, st.Version); ok {
+				c.Installed = st.Version
+			}
+		}
+		return c, nil
 	}
 	v, res, err := rs.resolve(run.Ctx, run, tr, pin, channel, target)
 	if err != nil {
@@ -231,6 +252,12 @@ func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed and is the newest on the %s channel", a.name, v, channel)
 			if pin != "" {
 				c.Detail = fmt.Sprintf("%s %s is installed (pinned)", a.name, v)
+			}
+			if pin == "" && (st.Channel != channel || st.Bundle != "") {
+				// The channel now asked for names the installed version:
+				// only the record is behind (status said so).
+				c.State, c.Detail = provision.ToDo, fmt.Sprintf("record %s %s as on the %s channel, which names it (nothing to fetch)", a.name, v, channel)
+				c.Data = &vendorPlan{version: v, restamp: true}
 			}
 			return c, nil
 		}
@@ -277,6 +304,9 @@ func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error
 	if p.relink != "" {
 		return s.relink(run, p)
 	}
+	if p.restamp {
+		return s.restamp(run, p)
+	}
 	prev := loadState(&run.View, a.step)
 	sgd, err := newStaging(run, a.name, a.step)
 	if err != nil {
@@ -321,9 +351,7 @@ func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error
 	}
 	src := sourceName(cfg, f.url)
 	st := &agentState{Version: p.version, Platform: p.target, Source: src, Verified: f.verified, NoKey: f.noKey, Node: f.node}
-	if pin, channel := cfg.settings(a.name); pin == "" && cfg.Bundle == "" {
-		st.Channel = channel
-	}
+	st.Channel, st.Bundle = cfg.pinnedBy(a.name)
 	if prev != nil && prev.Version != p.version {
 		st.Previous = prev.Version
 	}
@@ -336,6 +364,36 @@ func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error
 		detail += "; stripped setuid/setgid bits from " + strings.Join(f.stripped, ", ")
 	}
 	return detail, nil
+}
+
+// pinnedBy is what the receipt records an installed version as following:
+// the channel, or the bundle that pins it ("" for both under a pin).
+func (c Config) pinnedBy(agent string) (channel, bundle string) {
+	if c.Bundle != "" {
+		return "", c.Bundle
+	}
+	if pin, ch := c.settings(agent); pin == "" {
+		return ch, ""
+	}
+	return "", ""
+}
+
+// restamp records the installed, intact version as following what the
+// configuration now names: nothing is fetched or placed.
+func (s *vendorStep) restamp(run *provision.Run, p *vendorPlan) (string, error) {
+	a := s.agent
+	st := loadState(&run.View, a.step)
+	if st == nil || st.Version != p.version {
+		return "", fmt.Errorf("%s: the receipt no longer records %s %s", a.name, a.name, p.version)
+	}
+	st.Channel, st.Bundle = s.cfg.pinnedBy(a.name)
+	if err := saveState(run, a.step, st); err != nil {
+		return "", err
+	}
+	if st.Bundle != "" {
+		return fmt.Sprintf("recorded %s %s as pinned by the bundle %s", a.name, p.version, st.Bundle), nil
+	}
+	return fmt.Sprintf("recorded %s %s as on the %s channel", a.name, p.version, st.Channel), nil
 }
 
 // relink points the installed version's interpreter link at the planned

@@ -168,10 +168,16 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		return rep.ExitCode(), enc.Encode(st)
 	}
 	for _, a := range st.Agents {
+		// The header says what the findings below say, in a word.
 		v := a.Version
-		if !a.Installed {
+		switch {
+		case a.Version == "":
 			v = "not installed"
-		} else if a.Available != nil {
+		case !a.Installed:
+			v += " (damaged: see below)"
+		case !a.asConfigured:
+			v += " (not as configured: see below)"
+		case a.Available != nil:
 			v += " (" + *a.Available + " available)"
 		}
 		fmt.Fprintf(stdout, "%-8s %s: %s; shadow %s; guard %s\n", "agent", a.Agent, v, map[bool]string{true: "in place", false: "NOT in place"}[a.Shadow], a.Guard)
@@ -271,6 +277,9 @@ type agentLine struct {
 	Available   *string `json:"available"`
 	GuardDetail string  `json:"-"`
 	GuardFix    string  `json:"-"`
+	// asConfigured: the vendor step found nothing to do (or the agent is
+	// not configured here).
+	asConfigured bool
 }
 
 func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.StatusReport, vendor map[string]provision.StepReport) []agentLine {
@@ -289,14 +298,17 @@ func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.Sta
 			l.Version = st.Version
 		}
 		if sr, ok := vendor[w.Agent]; ok {
-			l.Installed = sr.Status == provision.StatusOK
+			// Installed: in place and intact, as configured or not (the
+			// vendor step says which; a damaged release is not).
+			l.asConfigured = sr.Status == provision.StatusOK
+			l.Installed = l.asConfigured || sr.Installed != ""
 			if sr.Available != "" {
 				a := sr.Available
 				l.Available = &a
 			}
 		} else {
 			// Not configured here: installed when the receipt says so.
-			l.Installed = l.Version != ""
+			l.Installed, l.asConfigured = l.Version != "", true
 		}
 		out = append(out, l)
 	}
