@@ -101,6 +101,7 @@ func TestScripts(t *testing.T) {
 			"npmregistry": cmdNpmRegistry,
 			"envsubst":    cmdEnvsubst,
 			"mirror":      cmdMirror,
+			"shadowfix":   cmdShadowFix,
 			"flipbyte": func(ts *testscript.TestScript, neg bool, args []string) {
 				b := []byte(ts.ReadFile(args[0]))
 				b[len(b)/2] ^= 1

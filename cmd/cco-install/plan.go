@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/guard/wiring"
@@ -242,12 +243,17 @@ func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Con
 	v.Bundle, v.Progress, v.Log = cfg.Bundle, cfg.Progress, run.Log
 	v.Platform = cfg.String("platform")
 	v.Upgrade = map[string]bool{}
-	up, err := agentList("--upgrade", o.upgrade, cfg.Agents)
+	up, err := agentList("--upgrade", o.upgrade, upgradable(cfg.Agents, run.Receipt))
 	if err != nil {
 		return v, err
 	}
 	for _, a := range up {
 		v.Upgrade[a] = true
+		// --upgrade NAME installs a known agent that `agents` does not
+		// name yet: the command the shadow names for it works.
+		if !slices.Contains(v.Agents, a) {
+			v.Agents = append(slices.Clone(v.Agents), a)
+		}
 	}
 	v.AllowDowngrade = o.allowDowngrade
 	if o.adopt {
@@ -273,8 +279,22 @@ func foreignPolicies(cfg *Config) map[string]string {
 	return out
 }
 
+// upgradable is what `--upgrade all` upgrades: the agents key's agents
+// and every agent the receipt records as installed (one that --upgrade
+// NAME added), so that the daily timer keeps each installed agent current.
+func upgradable(configured []string, rc *provision.Receipt) []string {
+	out := slices.Clone(configured)
+	for _, a := range knownAgents {
+		if _, ok := rc.Extra["vendor."+a]; ok && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // agentList reads an --upgrade/--rollback value: an agent's name, or all,
-// which is the agents whose vendor steps run (the agents key).
+// which is the agents given (the agents key, and for --upgrade the agents
+// installed).
 func agentList(flag string, vals, all []string) ([]string, error) {
 	var out []string
 	for _, a := range vals {
