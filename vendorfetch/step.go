@@ -2,6 +2,7 @@ package vendorfetch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -189,8 +190,8 @@ func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 		ok, why := intact(run, a.step, a.dir, st.Version)
 		if ok {
 			c.Installed = st.Version
-			if drift := interpreterDrift(run, cfg, a, st.Version); drift != "" {
-				return s.relinkCheck(run, c, st.Version, drift)
+			if c, done, err := s.interpreterCheck(run, c, st.Version); done {
+				return c, err
 			}
 			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed (%s)", a.name, st.Version, target)
 			if bundlePinned {
@@ -246,8 +247,8 @@ func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 	}
 	if st != nil && st.Version == v && st.Platform == target {
 		if ok, _ := intact(run, a.step, a.dir, v); ok {
-			if drift := interpreterDrift(run, cfg, a, v); drift != "" {
-				return s.relinkCheck(run, c, v, drift)
+			if c, done, err := s.interpreterCheck(run, c, v); done {
+				return c, err
 			}
 			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed and is the newest on the %s channel", a.name, v, channel)
 			if pin != "" {
@@ -275,6 +276,25 @@ func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 	}
 	c.Data = &vendorPlan{version: v, platform: platform, target: target, res: res, tr: tr}
 	return c, nil
+}
+
+// interpreterCheck checks an intact version's interpreter: a conflict when
+// someone but root can change the Node its link runs, or the one
+// gemini.node names (never replaced by cco: the fix is the operator's); a
+// relink when the link is not gemini.node's Node. done is false when there
+// is nothing to say.
+func (s *vendorStep) interpreterCheck(run *provision.View, c provision.Check, version string) (provision.Check, bool, error) {
+	drift, err := interpreterDrift(run, s.cfg, s.agent, version)
+	var un *unsafeNodeError
+	switch {
+	case errors.As(err, &un):
+		c.State, c.Detail, c.Fix = provision.Conflict, un.msg, unsafeNodeFix
+		return c, true, nil
+	case drift != "":
+		c, err := s.relinkCheck(run, c, version, drift)
+		return c, true, err
+	}
+	return c, false, nil
 }
 
 // relinkCheck plans to link an intact version to the interpreter the

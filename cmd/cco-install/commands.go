@@ -146,6 +146,14 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		}
 		rep.AddFinding(f)
 	}
+	// The vendor steps of the agents that agents does not name do not run:
+	// their Node is checked here.
+	for _, f := range vendorfetch.UnsafeInterpreters(v, unconfigured(cfg.Agents, rc)) {
+		if !reported[f.Path] {
+			reported[f.Path] = true
+			rep.AddFinding(f)
+		}
+	}
 	// The guard's own wiring check adds what no step looks at: a vendor
 	// binary ahead of the shadow on a user's PATH, a loosened script.
 	for _, f := range wiring.Drift(root, rc, statusUsers(v.Root, cfg, rc)) {

@@ -283,9 +283,15 @@ func foreignPolicies(cfg *Config) map[string]string {
 // and every agent the receipt records as installed (one that --upgrade
 // NAME added), so that the daily timer keeps each installed agent current.
 func upgradable(configured []string, rc *provision.Receipt) []string {
-	out := slices.Clone(configured)
+	return append(slices.Clone(configured), unconfigured(configured, rc)...)
+}
+
+// unconfigured are the agents the receipt records as installed that the
+// agents key does not name (--upgrade NAME installed them).
+func unconfigured(configured []string, rc *provision.Receipt) []string {
+	var out []string
 	for _, a := range knownAgents {
-		if _, ok := rc.Extra["vendor."+a]; ok && !slices.Contains(out, a) {
+		if _, ok := rc.Extra["vendor."+a]; ok && !slices.Contains(configured, a) {
 			out = append(out, a)
 		}
 	}
