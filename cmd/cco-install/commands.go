@@ -105,7 +105,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		rep.AddFinding(p)
 	}
 	if !provision.IsRoot() {
-		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc))...)
+		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc), "sudo cco-install status")...)
 	}
 	steps, err := buildPlan(v, cfg, o)
 	if err != nil {
@@ -217,9 +217,11 @@ func anyReported(reported map[string]bool, paths []string) bool {
 	return false
 }
 
-// unreadableHomes names the homes a non-root status cannot look into: what
-// it skipped because only root may read there.
-func unreadableHomes(root provision.Reader, users []*provision.User) []string {
+// unreadableHomes names the homes a run without root (status, a dry run)
+// cannot look into: what it skipped because only root may read there, and
+// the command (as root) that checks them. It says so once per home, and
+// nothing about each file in it.
+func unreadableHomes(root provision.Reader, users []*provision.User, asRoot string) []string {
 	var out []string
 	for _, u := range users {
 		h, err := root.OpenHome(u)
@@ -229,7 +231,7 @@ func unreadableHomes(root provision.Reader, users []*provision.User) []string {
 		_, err = h.Lstat(".local")
 		h.Close()
 		if errors.Is(err, fs.ErrPermission) {
-			out = append(out, fmt.Sprintf("%s's home (%s): only root can read it; run `sudo cco-install status` to check it", u.Name, u.Home))
+			out = append(out, fmt.Sprintf("%s's home (%s): only root can read it; run `%s` to check it", u.Name, u.Home, asRoot))
 		}
 	}
 	return out

@@ -488,6 +488,11 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 	if err != nil {
 		return provision.ExitFailed, err
 	}
+	if o.dryRun && !provision.IsRoot() {
+		for _, n := range unreadableHomes(run.View.Root, statusUsers(run.View.Root, cfg, run.Receipt), "sudo cco-install --dry-run") {
+			fmt.Fprintf(sio.errOut, "skipped: %s\n", n)
+		}
+	}
 	if o.force && !o.dryRun && !o.yes && isTerminal(sio.in) && isTerminal(sio.errOut) {
 		if !confirm(sio.in, sio.errOut, "--force replaces owned files that were edited (keeping backups). Proceed? [y/N] ") {
 			return provision.ExitFailed, errors.New("stopped: --force was not confirmed (pass --yes to skip the question)")
