@@ -499,11 +499,16 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 		}
 	}
 	run.AfterStep = afterStep
+	first := run.Receipt.Empty()
 	rep := provision.Execute(run, steps)
 	if len(o.upgrade) > 0 && !o.dryRun {
 		recordUpgrade(root, o.upgrade, rep)
 	}
-	return writeReport(rep, o, sio.out)
+	code, err := writeReport(rep, o, sio.out)
+	if first && code == provision.ExitOK && err == nil && !o.dryRun && !o.json && isTerminal(sio.out) {
+		nextSteps(sio.out, run.Receipt)
+	}
+	return code, err
 }
 
 // isImage decides image mode from the flag, the key and the target's markers.
