@@ -209,6 +209,7 @@ func TestDocsJSON(t *testing.T) {
 		"Config key":        configLine{},
 		"Config problem":    configProblem{},
 		"Error document":    errorDoc{},
+		"Version document":  versionDoc{},
 		"last-upgrade.json": lastUpgrade{},
 		"Receipt":           provision.Receipt{},
 		"Receipt entry":     provision.Entry{},

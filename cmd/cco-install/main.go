@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -317,10 +318,17 @@ marked with its line and column, and the rest are still shown (exit 1).`,
 
 	version := &cobra.Command{
 		Use:   "version",
-		Short: "print cco-install's version",
+		Short: "print cco-install's version (with --json, a JSON document)",
 		Args:  noArgs,
-		Run: func(cmd *cobra.Command, args []string) {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.json {
+				o.wrote = true
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(versionDoc{Schema: provision.ReportSchema, Version: provision.Version})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "cco-install %s\n", provision.Version)
+			return nil
 		},
 	}
 
@@ -347,8 +355,49 @@ marked with its line and column, and the rest are still shown (exit 1).`,
 			return nil
 		},
 	}
-	root.AddCommand(status, config, bundle, version, man)
+	completions := &cobra.Command{
+		Use:    "completions DIR",
+		Short:  "write the bash, zsh and fish completion scripts into DIR (used by the release build)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := writeCompletions(root, args[0]); err != nil {
+				return runError{provision.ExitFailed, err}
+			}
+			return nil
+		},
+	}
+	root.AddCommand(status, config, bundle, version, man, completions)
 	return root
+}
+
+// versionDoc is `version --json`.
+type versionDoc struct {
+	Schema  int    `json:"schema"`
+	Version string `json:"version"`
+}
+
+// writeCompletions writes cobra's completion scripts under the names the
+// package installs them by: cco-install (bash), _cco-install (zsh) and
+// cco-install.fish.
+func writeCompletions(root *cobra.Command, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, gen := range map[string]func(io.Writer) error{
+		"cco-install":      func(w io.Writer) error { return root.GenBashCompletionV2(w, true) },
+		"_cco-install":     root.GenZshCompletion,
+		"cco-install.fish": func(w io.Writer) error { return root.GenFishCompletion(w, true) },
+	} {
+		var b strings.Builder
+		if err := gen(&b); err != nil {
+			return fmt.Errorf("the %s completion: %w", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runE opens the target and its configuration and runs the command.
