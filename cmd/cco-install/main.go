@@ -255,7 +255,7 @@ nothing and says so.
 	fs := root.Flags()
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the plan and write nothing (exit 3 if it finds conflicts)")
 	fs.BoolVar(&o.diff, "diff", false, "add unified diffs of the files that would change")
-	fs.BoolVar(&o.yes, "yes", false, "answer yes to prompts (no prompt is shown without a terminal)")
+	fs.BoolVar(&o.yes, "yes", false, "answer yes to prompts (no prompt is shown without a terminal, where --uninstall needs --yes)")
 	fs.BoolVar(&o.force, "force", false, "replace owned files that were edited, keeping a backup under /var/lib/cco/backups")
 	// Every agent, and all: the help says what the flags take.
 	agentsOrAll := agent.List(append(agent.Names(), "all"), "or")
@@ -266,7 +266,7 @@ nothing and says so.
 	fs.BoolVar(&o.noAppArmor, "no-apparmor", false, "where AppArmor blocks bwrap's user namespaces, refuse with the fix instead of installing a profile")
 	fs.BoolVar(&o.image, "image", false, "an image build: no user-namespace probe, no chown (also detected from the target's /.dockerenv, /run/.containerenv)")
 	fs.BoolVar(&o.fixRC, "fix-rc", false, "remove the vendors' PATH blocks from users' shell start-up files (backups under /var/lib/cco/backups)")
-	fs.BoolVar(&o.uninstall, "uninstall", false, "undo exactly what the receipt records and put relocated vendor files back (asks Proceed? [y/N] on a terminal)")
+	fs.BoolVar(&o.uninstall, "uninstall", false, "undo exactly what the receipt records and put relocated vendor files back (asks Proceed? [y/N] on a terminal; without one it needs --yes)")
 	fs.BoolVar(&o.installDeps, "install-deps", false, "install bubblewrap with apt-get or dnf when it is missing")
 	addConfigFlags(fs)
 
