@@ -168,7 +168,7 @@ func (run *Run) removeOwned(p string, e *Entry) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	status, detail := checkEntry(run.Root, p, e, false)
+	status, detail, _ := checkEntry(run.Root, p, e, false)
 	if status == PathError {
 		return "", errors.New(detail)
 	}
