@@ -210,7 +210,8 @@ func commandNames(cmd *cobra.Command) string {
 const exitCodes = `Exit codes:
   0    success (status: in sync)
   1    failure (a step failed, a preflight check refused, the run could not start)
-  2    usage error (bad flags, modes that exclude each other)
+  2    usage error (bad flags, modes that exclude each other, --uninstall
+       without a terminal and without --yes)
   3    conflicts left unresolved (status: not in sync; one finding per cause)
   130  interrupted by SIGINT (^C); 143 by SIGTERM
 `
