@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/cco-dev/cco/agent"
@@ -159,10 +160,19 @@ func (s *vendorStep) platform(run *provision.View) (string, error) {
 
 func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
 	c, err := s.check(run)
-	if err != nil && run.DryRun && !run.Status {
+	if run.DryRun && !run.Status && retryable(err) {
 		err = fmt.Errorf("%w (a dry run does not retry; the real run retries for up to download.retry_budget)", err)
 	}
 	return c, err
+}
+
+// retryable reports a failure that a real run would have retried: one of
+// the network (a refused connection, a timeout) or a server's 5xx, 408 or
+// 429; not a 404, a bad document, or a refusal of cco's own.
+func retryable(err error) bool {
+	var ue *url.Error
+	var se *StatusError
+	return (errors.As(err, &ue) || errors.As(err, &se)) && !isLocal(err) && !isOffline(err)
 }
 
 func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
