@@ -221,7 +221,7 @@ func anyReported(reported map[string]bool, paths []string) bool {
 // cannot look into: what it skipped because only root may read there, and
 // the command (as root) that checks them. It says so once per home, and
 // nothing about each file in it.
-func unreadableHomes(root provision.Reader, users []*provision.User, asRoot string) []string {
+func unreadableHomes(root provision.Reader, users []*provision.User, rootCmd string) []string {
 	var out []string
 	for _, u := range users {
 		h, err := root.OpenHome(u)
@@ -231,7 +231,7 @@ func unreadableHomes(root provision.Reader, users []*provision.User, asRoot stri
 		_, err = h.Lstat(".local")
 		h.Close()
 		if errors.Is(err, fs.ErrPermission) {
-			out = append(out, fmt.Sprintf("%s's home (%s): only root can read it; run `%s` to check it", u.Name, u.Home, asRoot))
+			out = append(out, fmt.Sprintf("%s's home (%s): only root can read it; run `%s` to check it", u.Name, u.Home, rootCmd))
 		}
 	}
 	return out
