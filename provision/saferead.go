@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // MaxHomeFile caps what cco-install reads of one file in a user's home: a
@@ -22,7 +24,8 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("%s %s: cco-install does not read it (make it a regular file under %d MiB, or remove it, to have it checked)", e.Path, e.Why, MaxHomeFile>>20)
+	// A user names the files in a home: the one printer shows the name.
+	return fmt.Sprintf("%s %s: cco-install does not read it (make it a regular file under %d MiB, or remove it, to have it checked)", safetext.Escape(e.Path), e.Why, MaxHomeFile>>20)
 }
 
 // noFollowOpener opens a path without following any symlink, with

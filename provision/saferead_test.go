@@ -91,3 +91,18 @@ func TestHomeProblem(t *testing.T) {
 		t.Errorf("another error: %q", got)
 	}
 }
+
+// The refusal names the file through the one printer: a name a user chose
+// cannot write to the operator's terminal.
+func TestRefusedNameIsEscaped(t *testing.T) {
+	r := newRoot(t)
+	name := "fifo\x1b]52;c;aGk=\x07"
+	os.MkdirAll(r.HostPath("/home/alice"), 0o755)
+	if err := syscall.Mkfifo(r.HostPath("/home/alice/"+name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadCapped(r, "/home/alice/"+name)
+	if err == nil || strings.ContainsAny(err.Error(), "\x1b\x07") || !strings.Contains(err.Error(), `fifo\x1b]52;c;aGk=\a`) {
+		t.Errorf("err = %q, want the name escaped", err)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // maxLinks bounds the symlinks followed, as the kernel does (ELOOP).
@@ -23,7 +25,9 @@ type Error struct {
 	Why  string
 }
 
-func (e *Error) Error() string { return e.Path + " " + e.Why }
+// Error names the path through the one printer: a link a user made may
+// lead through names they chose.
+func (e *Error) Error() string { return safetext.Escape(e.Path) + " " + e.Why }
 
 // Check walks target from root's "/" down, component by component,
 // following each symlink (an absolute one from root again, as a chroot
