@@ -10,10 +10,13 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/cco-dev/cco/rootonly"
 )
 
 // Profile describes one agent. Paths under the home are home-relative;
@@ -427,8 +430,9 @@ func (p *Profile) Command(root string) []string {
 }
 
 // Missing is an error naming the first program of Command(root) that is
-// not there (an interpreter link that points nowhere counts), with the
-// fix; nil when both are in place.
+// not there (an interpreter link that points nowhere counts), or an
+// interpreter that someone but root can change, with the fix; nil when both
+// are in place.
 func (p *Profile) Missing(root string) error {
 	if fi, err := os.Stat(root + p.Binary); err != nil || fi.IsDir() {
 		return fmt.Errorf("the %s binary %s is missing (fix: sudo cco-install --upgrade %s)", p.Name, root+p.Binary, p.Upgrade)
@@ -439,7 +443,12 @@ func (p *Profile) Missing(root string) error {
 	if fi, err := os.Stat(root + p.Interpreter); err != nil || fi.IsDir() {
 		// The vendor step links the interpreter the configuration names,
 		// and refuses, naming what to install, when there is none.
-		return fmt.Errorf("the %s interpreter %s is missing or points nowhere (fix: sudo cco-install links it again, or says what to install)", p.Name, root+p.Interpreter)
+		return fmt.Errorf("the %s interpreter %s is missing or points nowhere (fix: sudo cco-install --upgrade %s links it again, or says what to install)", p.Name, root+p.Interpreter, p.Upgrade)
+	}
+	// It runs as every user of the agent, with their login.
+	var ro *rootonly.Error
+	if err := rootonly.Check("", root+p.Interpreter, 0); errors.As(err, &ro) {
+		return fmt.Errorf("the %s interpreter %s is not root's alone: %v: any user who can change it runs code as you, with your login (fix: an administrator makes it root's and writable by root alone, chown root:root and chmod go-w, or sets %s.node to a Node that is and runs sudo cco-install --upgrade %s)", p.Name, root+p.Interpreter, ro, p.Name, p.Upgrade)
 	}
 	return nil
 }

@@ -42,6 +42,12 @@ type File struct {
 	// an existing file, foreign or ours but edited, is the operator's and is
 	// left as it is (sandbox.toml).
 	KeepExisting bool
+	// Validate, when set, checks the bytes of a file the step leaves as it
+	// is: one that does not pass is a conflict (never replaced: it is the
+	// operator's), with ValidateFix as its fix. A run then says what every
+	// launch would refuse, as status does.
+	Validate    func(b []byte) error
+	ValidateFix string
 	// Describe, when set, names what a foreign file at Path is (an npm
 	// install, a vendor's installer), for the conflict message.
 	Describe func(run *View, fi fs.FileInfo) string
@@ -88,7 +94,7 @@ func (f *File) Check(run *View) (Check, error) {
 	if entry == nil || entry.Kind != KindFile {
 		if f.KeepExisting {
 			c.State, c.Detail = Done, fmt.Sprintf("%s exists and is not cco's: left as it is", f.target())
-			return c, nil
+			return f.validate(run, c)
 		}
 		what := Describe(run.Root, f.target(), fi)
 		if f.Describe != nil {
@@ -132,7 +138,7 @@ func (f *File) Check(run *View) (Check, error) {
 	if current != entry.SHA256 {
 		if f.KeepExisting {
 			c.State, c.Detail = Done, fmt.Sprintf("%s was edited after cco wrote it: left as it is", f.target())
-			return c, nil
+			return f.validate(run, c)
 		}
 		c.State, c.Forceable = Conflict, true
 		c.Detail = fmt.Sprintf("%s was edited after cco wrote it (sha256 %s, cco wrote %s): left as it is", f.target(), short(current), short(entry.SHA256))
@@ -165,6 +171,22 @@ func (f *File) Check(run *View) (Check, error) {
 		return c, nil
 	}
 	c.Data = &fileData{desiredSum: sum}
+	return c, nil
+}
+
+// validate checks a file the step leaves as it is: a conflict, with the
+// fix, when its bytes do not pass Validate.
+func (f *File) validate(run *View, c Check) (Check, error) {
+	if f.Validate == nil {
+		return c, nil
+	}
+	b, err := run.Root.ReadFile(f.target())
+	if err != nil {
+		return c, err
+	}
+	if err := f.Validate(b); err != nil {
+		c.State, c.Detail, c.Fix = Conflict, err.Error(), f.ValidateFix
+	}
 	return c, nil
 }
 

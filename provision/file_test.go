@@ -2,6 +2,7 @@ package provision
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -408,6 +409,26 @@ func TestFileKeepExisting(t *testing.T) {
 			}
 			if treehash.Hash(t, r.Dir()) != tree {
 				t.Fatal("the operator's file or the tree changed")
+			}
+			// A kept file that its Validate refuses is a conflict with the
+			// fix, and is still never replaced, --force or not.
+			bad := conf()
+			bad.Validate = func(b []byte) error {
+				if strings.Contains(string(b), "mine") {
+					return errors.New("sandbox.toml: egress: \"bogus\" is not a mode")
+				}
+				return nil
+			}
+			bad.ValidateFix = "fix the file"
+			for _, opt := range []func(*Run){nil, force} {
+				rep := execute(t, r, opt, bad)
+				wantStatuses(t, rep, StatusConflict)
+				if sr := rep.Steps[0]; sr.Fix != "fix the file" || !strings.Contains(sr.Detail, "bogus") {
+					t.Errorf("a refused file: detail %q, fix %q", sr.Detail, sr.Fix)
+				}
+			}
+			if treehash.Hash(t, r.Dir()) != tree {
+				t.Fatal("a refused file was changed")
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package provision
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -48,15 +47,9 @@ func (h *Home) Lstat(rel string) (fs.FileInfo, error) { return h.tree.Lstat(rel)
 // Readlink reads the symlink rel.
 func (h *Home) Readlink(rel string) (string, error) { return h.tree.Readlink(rel) }
 
-// ReadFile reads rel; no symlink is followed, not even the last.
-func (h *Home) ReadFile(rel string) ([]byte, error) {
-	f, err := h.tree.OpenNoFollow(rel)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
-}
+// ReadFile reads rel through ReadCapped: no symlink is followed, not even
+// the last, and only a regular file of at most MaxHomeFile bytes is read.
+func (h *Home) ReadFile(rel string) ([]byte, error) { return ReadCapped(h.tree, rel) }
 
 // WriteFile atomically replaces the regular file rel, keeping it the user's.
 // A symlink at rel is refused (it may be a dotfile manager's, and it may

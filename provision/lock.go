@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -64,13 +65,32 @@ func AcquireLock(run *Run, timeout time.Duration) (*Lock, error) {
 			run.Logf("waiting for another cco-install (pid %s) to finish (up to %s)", holder, timeout)
 			announced = true
 		}
-		time.Sleep(50 * time.Millisecond)
+		if err := sleepCtx(run.Ctx, 50*time.Millisecond); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("stopped while waiting for another cco-install (pid %s) to release %s: %w", holder, run.Root.HostPath(LockPath), err)
+		}
 	}
 	if err := run.Reload(); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return &Lock{f: f}, nil
+}
+
+// sleepCtx waits d, or until ctx ends (a signal): its error then.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if ctx == nil {
+		time.Sleep(d)
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // holderPID finds the process holding the flock on fd's file in /proc/locks.

@@ -187,6 +187,9 @@ func (rc *Receipt) Save(r *Root, last []byte) ([]byte, error) {
 	return b, nil
 }
 
+// Empty reports whether the receipt records nothing: nothing is installed.
+func (rc *Receipt) Empty() bool { return rc.empty() }
+
 func (rc *Receipt) empty() bool {
 	return len(rc.Paths) == 0 && len(rc.Relocations) == 0 && len(rc.Dirs) == 0 && len(rc.Extra) == 0
 }

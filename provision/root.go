@@ -134,8 +134,10 @@ func (r *Root) Lstat(target string) (fs.FileInfo, error) {
 }
 
 // Open opens target for reading, following symlinks only inside the root.
+// It opens with O_NONBLOCK: a FIFO where a file was expected cannot hold
+// the open (and the run, and its lock) until someone writes to it.
 func (r *Root) Open(target string) (*os.File, error) {
-	fd, err := r.openat2(target, unix.O_RDONLY, 0)
+	fd, err := r.openat2(target, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -143,13 +145,20 @@ func (r *Root) Open(target string) (*os.File, error) {
 }
 
 // OpenNoFollow opens target for reading and refuses a symlink anywhere on the
-// path: used in directories a user controls, such as homes.
+// path: used in directories a user controls, such as homes. It opens with
+// O_NONBLOCK and refuses, by name, anything but a regular file (a FIFO, a
+// device, a socket): nothing a user plants can hold or flood the read.
 func (r *Root) OpenNoFollow(target string) (*os.File, error) {
-	fd, err := r.openat2(target, unix.O_RDONLY|unix.O_NOFOLLOW, unix.RESOLVE_NO_SYMLINKS)
+	fd, err := r.openat2(target, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, unix.RESOLVE_NO_SYMLINKS)
 	if err != nil {
 		return nil, err
 	}
-	return os.NewFile(uintptr(fd), r.HostPath(target)), nil
+	f := os.NewFile(uintptr(fd), r.HostPath(target))
+	if err := regularOnly(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // ReadFile reads target whole. Use it only for small files (configuration).

@@ -24,6 +24,8 @@ type PathStatus struct {
 	Step   string `json:"step"`
 	Status string `json:"status"`
 	Detail string `json:"detail"`
+	// Fix is the command that puts the path back as installed.
+	Fix string `json:"fix,omitempty"`
 }
 
 // StatusReport is the outcome of `cco-install status`. It follows the
@@ -54,7 +56,7 @@ func CheckReceipt(root *Root, rc *Receipt, verify bool) *StatusReport {
 	for _, p := range names {
 		e := rc.Paths[p]
 		ps := PathStatus{Path: p, Kind: e.Kind, Step: e.Step, Status: PathOK}
-		ps.Status, ps.Detail = checkEntry(root, p, e, verify)
+		ps.Status, ps.Detail, ps.Fix = checkEntry(root, p, e, verify)
 		rep.AddPath(ps)
 	}
 	return rep
@@ -89,51 +91,59 @@ func (rep *StatusReport) AddFailure(f Finding) {
 	rep.InSync = false
 }
 
-func checkEntry(root *Root, p string, e *Entry, verify bool) (string, string) {
+// The fixes of an owned path's drift: a run puts back what is missing or
+// has another mode; what someone replaced or changed is theirs until
+// --force, which keeps it under the backups directory.
+const (
+	fixRun   = "sudo cco-install"
+	fixForce = "sudo cco-install --force (what is there now is kept under " + StateDir + "/backups)"
+)
+
+func checkEntry(root *Root, p string, e *Entry, verify bool) (status, detail, fix string) {
 	fi, err := root.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return PathMissing, p + " is missing: run cco-install to put it back"
+		return PathMissing, p + " is missing: run cco-install to put it back", fixRun
 	}
 	if err != nil {
-		return PathError, err.Error()
+		return PathError, err.Error(), ""
 	}
 	switch e.Kind {
 	case KindLink:
 		if fi.Mode()&fs.ModeSymlink == 0 {
-			return PathDrift, p + " is no longer a symlink"
+			return PathDrift, p + " is no longer a symlink", fixForce
 		}
 		l, err := root.Readlink(p)
 		if err != nil {
-			return PathError, err.Error()
+			return PathError, err.Error(), ""
 		}
 		if l != e.Target {
-			return PathDrift, fmt.Sprintf("%s points at %s, not %s", p, l, e.Target)
+			return PathDrift, fmt.Sprintf("%s points at %s, not %s", p, l, e.Target), fixForce
 		}
 	case KindDir:
 		if !fi.IsDir() {
-			return PathDrift, p + " is no longer a directory"
+			return PathDrift, p + " is no longer a directory", fixForce
 		}
 	default:
 		if !fi.Mode().IsRegular() {
-			return PathDrift, p + " is no longer a regular file"
+			return PathDrift, p + " is no longer a regular file", fixForce
 		}
 		if verify || !e.StatMatches(fi) {
 			sum, err := HashFile(root, p)
 			if err != nil {
-				return PathError, err.Error()
+				return PathError, err.Error(), ""
 			}
 			if sum != e.SHA256 && e.Editable {
-				return PathOK, p + " was edited locally: the operator's to change"
+				return PathOK, p + " was edited locally: the operator's to change", ""
 			}
 			if sum != e.SHA256 {
-				return PathDrift, fmt.Sprintf("%s was changed (sha256 %s, cco wrote %s)", p, short(sum), short(e.SHA256))
+				return PathDrift, fmt.Sprintf("%s was changed (sha256 %s, cco wrote %s)", p, short(sum), short(e.SHA256)), fixForce
 			}
 		}
 		if got := fmt.Sprintf("%04o", uint32(fi.Mode().Perm()|fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))); got != e.Mode {
-			return PathDrift, fmt.Sprintf("%s has mode %s, cco set %s", p, got, e.Mode)
+			return PathDrift, fmt.Sprintf("%s has mode %s, cco set %s", p, got, e.Mode), fixRun
 		}
 	}
-	return PathOK, "as installed"
+	return PathOK, "as installed", ""
 }
 
 // ExitCode is ExitFor's: checks that failed, then drift.
@@ -151,6 +161,9 @@ func (rep *StatusReport) WriteText(w io.Writer) {
 	for _, p := range rep.Paths {
 		if p.Status != PathOK {
 			fmt.Fprintf(w, "%-8s %s\n", p.Status, p.Detail)
+			if p.Fix != "" {
+				fmt.Fprintf(w, "%-8s fix: %s\n", "", p.Fix)
+			}
 		}
 	}
 	for _, f := range rep.Findings {

@@ -18,6 +18,13 @@ import (
 func Uninstall(run *Run) *Report {
 	rep := &Report{Schema: ReportSchema, Version: Version, Root: run.Root.Dir(), DryRun: run.DryRun}
 	rc := run.Receipt
+	if rc.empty() {
+		// Nothing is installed: a second uninstall changes nothing and
+		// says so (an Ansible state: absent is then ok, not changed).
+		rep.add(StepReport{ID: "uninstall.receipt", Name: "remove the receipt", Status: StatusOK, Paths: []string{ReceiptPath},
+			Detail: "nothing to uninstall: there is no receipt at " + ReceiptPath + " (cco is not installed here)"})
+		return rep
+	}
 
 	// Owned paths, grouped by step, undone in the reverse of the order the
 	// steps first recorded something.
@@ -161,7 +168,7 @@ func (run *Run) removeOwned(p string, e *Entry) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	status, detail := checkEntry(run.Root, p, e, false)
+	status, detail, _ := checkEntry(run.Root, p, e, false)
 	if status == PathError {
 		return "", errors.New(detail)
 	}

@@ -53,7 +53,9 @@ func (s *RCStep) scan(run *provision.View) ([]Block, []string) {
 				continue
 			}
 			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s: %v", h.Path(rel), err))
+				if w := provision.HomeProblem(h.Path(rel), err); w != "" {
+					warnings = append(warnings, w)
+				}
 				continue
 			}
 			for _, blk := range rcfile.Find(b) {

@@ -118,7 +118,9 @@ func (s *Step) finds(run *provision.View) ([]find, []string) {
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 			case err != nil:
-				warnings = append(warnings, fmt.Sprintf("%s: %v", h.Path(rel), err))
+				if w := provision.HomeProblem(h.Path(rel), err); w != "" {
+					warnings = append(warnings, w)
+				}
 			default:
 				if what := s.recogniseHome(h, rel, fi); what != "" {
 					out = append(out, find{path: h.Path(rel), user: u, rel: rel, kind: kindOf(fi), what: what})

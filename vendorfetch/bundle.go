@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/ulikunitz/xz"
 
@@ -123,9 +124,15 @@ func (b *bundleSource) open() (*os.File, *tar.Reader, error) {
 }
 
 func (b *bundleSource) openXZ() (*os.File, io.Reader, error) {
-	f, err := os.Open(b.path)
+	// O_NONBLOCK: a bundle may sit in a home, where its owner could swap
+	// in a FIFO that would hold the open, and the run, forever.
+	f, err := os.OpenFile(b.path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bundle: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("the bundle %s is not a regular file: pass the bundle file itself", b.path)
 	}
 	r, err := extract.NewReader(bufio.NewReaderSize(f, 64<<10), extract.XZ)
 	if err != nil {

@@ -3,6 +3,7 @@ package vendorfetch
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 
@@ -45,6 +46,13 @@ func adopt(a adoptable, rel *claudeRelease, dir *os.File) error {
 		return err
 	}
 	defer src.Close()
+	// The open refused anything but a regular file; the manifest's size is
+	// the cap: a larger (or sparse, huge) file is refused unread.
+	if f, ok := src.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Size() != rel.size {
+			return fmt.Errorf("%s: %d bytes, but the manifest says %d (size mismatch): refusing it unread", a.name, fi.Size(), rel.size)
+		}
+	}
 	f, err := createIn(dir, "claude.partial", 0o600)
 	if err != nil {
 		return err

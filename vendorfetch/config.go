@@ -76,6 +76,9 @@ type Config struct {
 	UnpackLimit int64         // bytes; default 4 GiB
 	Retries     int           // default 4
 	Backoff     time.Duration // first retry delay, doubling; default 1s
+	// RetryBudget is the most time one run waits between attempts, over
+	// all its requests, Retry-After included (default 10s).
+	RetryBudget time.Duration
 	Timeout     time.Duration // per request: connect + response headers + any read stall; default 60s
 	Bundle      string        // path of an offline bundle to install from ("" = network)
 	Progress    string        // "auto" | "always" | "never"
@@ -99,7 +102,8 @@ type Config struct {
 	// channel is an error, a pin beside the default channel is not.
 	Explicit map[string]bool
 
-	bundle *lazyBundle // set by Steps: the bundle both steps share
+	bundle *lazyBundle  // set by Steps: the bundle both steps share
+	budget *retryBudget // set by withDefaults: the run's one retry budget
 }
 
 // ClaudeConfig is Claude Code's release store.
@@ -174,6 +178,7 @@ func DefaultConfig() Config {
 		UnpackLimit: extract.DefaultLimit,
 		Retries:     4,
 		Backoff:     time.Second,
+		RetryBudget: 10 * time.Second,
 		Timeout:     60 * time.Second,
 		Progress:    "auto",
 	}
@@ -217,8 +222,8 @@ func (c Config) Validate() error {
 	if c.Retries < 0 {
 		return fmt.Errorf("retries: %d is negative", c.Retries)
 	}
-	if c.Backoff < 0 || c.Timeout < 0 {
-		return fmt.Errorf("backoff %v / timeout %v: durations must not be negative", c.Backoff, c.Timeout)
+	if c.Backoff < 0 || c.Timeout < 0 || c.RetryBudget < 0 {
+		return fmt.Errorf("backoff %v / timeout %v / retry budget %v: durations must not be negative", c.Backoff, c.Timeout, c.RetryBudget)
 	}
 	if !slices.Contains([]string{"", "auto", "always", "never"}, c.Progress) {
 		return fmt.Errorf("progress: %q is not auto, always or never", c.Progress)
@@ -304,6 +309,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = d.Timeout
+	}
+	if c.RetryBudget == 0 {
+		c.RetryBudget = d.RetryBudget
+	}
+	if c.budget == nil {
+		c.budget = newRetryBudget(c.RetryBudget)
 	}
 	if c.Claude.SigningFingerprint == "" {
 		c.Claude.SigningFingerprint = VendorFingerprint

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -98,6 +99,7 @@ type netSource struct {
 	retries  int
 	backoff  time.Duration
 	timeout  time.Duration
+	budget   *retryBudget
 	progress *progress
 	// requests counts every request sent (tests and the report read it).
 	requests atomic.Int64
@@ -113,8 +115,59 @@ func newNetSource(cfg Config) *netSource {
 		tr.Proxy = proxyFromEnv
 		c = &http.Client{Transport: tr}
 	}
-	return &netSource{client: c, retries: cfg.Retries, backoff: cfg.Backoff, timeout: cfg.Timeout,
+	b := cfg.budget
+	if b == nil {
+		b = newRetryBudget(cfg.RetryBudget)
+	}
+	return &netSource{client: c, retries: cfg.Retries, backoff: cfg.Backoff, timeout: cfg.Timeout, budget: b,
 		progress: newProgress(cfg.Log, cfg.Progress)}
+}
+
+// retryBudget is the time one run may spend waiting between attempts, over
+// all its requests (download.retry_budget): a mirror that is down fails the
+// run in seconds, not a minute per URL. Every wait is taken from it, a
+// server's Retry-After too; once it is spent, a failure is final.
+type retryBudget struct {
+	mu    sync.Mutex
+	total time.Duration
+	left  time.Duration
+}
+
+func newRetryBudget(d time.Duration) *retryBudget {
+	if d <= 0 {
+		d = DefaultConfig().RetryBudget
+	}
+	return &retryBudget{total: d, left: d}
+}
+
+// remaining is what is left of the budget.
+func (b *retryBudget) remaining() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.left
+}
+
+// spend takes a wait from the budget.
+func (b *retryBudget) spend(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.left = max(b.left-d, 0)
+}
+
+// budgetBackOff is the exponential backoff, each wait cut to what is left
+// of the run's budget, and stopped once it is spent.
+type budgetBackOff struct {
+	*backoff.ExponentialBackOff
+	budget *retryBudget
+}
+
+func (b budgetBackOff) NextBackOff() time.Duration {
+	d := b.ExponentialBackOff.NextBackOff()
+	left := b.budget.remaining()
+	if d == backoff.Stop || left <= 0 {
+		return backoff.Stop
+	}
+	return min(d, left)
 }
 
 // proxyFromEnv honours HTTPS_PROXY, HTTP_PROXY and NO_PROXY (either case)
@@ -212,14 +265,16 @@ var (
 	maxElapsed    = 2 * time.Minute
 )
 
-// retry runs op until it succeeds, fails permanently, or the attempts are
-// used up. A failure another attempt cannot fix is not retried: a local
-// disk full, read-only or forbidden (ENOSPC, EROFS, EACCES), or a machine
-// with no route or no DNS: offline, a run fails in seconds.
+// retry runs op until it succeeds, fails permanently, or the attempts or
+// the run's retry budget are used up. A failure another attempt cannot fix
+// is not retried: a local disk full, read-only or forbidden (ENOSPC, EROFS,
+// EACCES), or a machine with no route or no DNS: offline, a run fails in
+// seconds.
 func (s *netSource) retry(ctx context.Context, url string, op func() error) error {
 	exp := backoff.NewExponentialBackOff()
 	exp.InitialInterval, exp.MaxInterval, exp.Multiplier, exp.RandomizationFactor = max(s.backoff, time.Millisecond), maxInterval, 2, 0.25
 	attempts := 0
+	spent := false // the budget, not the count of attempts, ended the retries
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		attempts++
 		err := op()
@@ -236,15 +291,34 @@ func (s *netSource) retry(ctx context.Context, url string, op func() error) erro
 		if errors.As(err, &se) && se.RetryAfter > maxRetryAfter {
 			return struct{}{}, backoff.Permanent(fmt.Errorf("%w (the server asks to retry after %v: more than the %v cco waits)", err, se.RetryAfter, maxRetryAfter))
 		}
+		left := s.budget.remaining()
+		spent = left <= 0
+		switch {
+		case attempts > s.retries, spent:
+		case errors.As(err, &se) && se.RetryAfter > left:
+			return struct{}{}, backoff.Permanent(fmt.Errorf("%w (the server asks to retry after %v: more than the %v left of the run's retry budget, download.retry_budget)", err, se.RetryAfter, left.Round(time.Millisecond)))
+		}
 		return struct{}{}, err
-	}, backoff.WithBackOff(exp), backoff.WithMaxTries(uint(s.retries)+1), backoff.WithMaxElapsedTime(maxElapsed),
+	}, backoff.WithBackOff(budgetBackOff{exp, s.budget}), backoff.WithMaxTries(uint(s.retries)+1), backoff.WithMaxElapsedTime(maxElapsed),
 		backoff.WithNotify(func(err error, d time.Duration) {
+			s.budget.spend(d)
 			s.progress.logf("%s failed (%v); retrying in %v", url, err, d.Round(time.Millisecond))
 		}))
-	if err == nil || ctx.Err() != nil || isLocal(err) || isOffline(err) || attempts == 1 {
-		if ctx.Err() != nil && err != nil && !errors.Is(err, ctx.Err()) {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		if !errors.Is(err, ctx.Err()) {
 			return fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
+		return err
+	case isLocal(err), isOffline(err):
+		return err
+	case spent && attempts == 1:
+		return fmt.Errorf("%w (not retried: the run's retry budget of %v, download.retry_budget, is spent)", err, s.budget.total)
+	case spent:
+		return fmt.Errorf("%w (gave up after %d attempts: the run's retry budget of %v, download.retry_budget, is spent)", err, attempts, s.budget.total)
+	case attempts == 1:
 		return err
 	}
 	return fmt.Errorf("%w (gave up after %d attempts)", err, attempts)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/rootonly"
 )
 
 // systemPath is where a Node named by command name is looked for, inside
@@ -77,7 +78,33 @@ func findNode(run *provision.View, node, pkg, want string) (string, error) {
 	if d := hiddenTree(run.Root, resolved); d != "" {
 		return "", fmt.Errorf("gemini.node %s is %s, under %s, which the jail does not show (it gives every session an empty home and a private /tmp and /run): %s", p, resolved, d, nodeFix(want))
 	}
+	if err := rootsNode(run, "gemini.node "+p, p); err != nil {
+		return "", err
+	}
 	return resolved, nil
+}
+
+// unsafeNodeFix is the fix of a Node that someone but root can change.
+const unsafeNodeFix = "make the file and each directory above it root's and writable by root alone (chown root:root, chmod go-w), or set gemini.node to a Node that is; then run `sudo cco-install`"
+
+// unsafeNodeError is a Node that someone but root can change.
+type unsafeNodeError struct{ msg string }
+
+func (e *unsafeNodeError) Error() string { return e.msg + " (fix: " + unsafeNodeFix + ")" }
+
+// rootsNode refuses a Node that someone but root can change (what names
+// it: the gemini.node key, or the link the vendor step made): the file,
+// every directory above it and every link on the way (rootonly.Check). It
+// runs for every gemini user with their login: whoever can write it reads
+// their tokens. Under --root an unprivileged staging's own uid counts as
+// root's, since it owns the whole tree it stages. A Node that is not there
+// is no business of this check (findNode and interpreterDrift say so).
+func rootsNode(run *provision.View, what, p string) error {
+	var re *rootonly.Error
+	if err := rootonly.Check(run.Root.Dir(), p, 0, os.Geteuid()); errors.As(err, &re) {
+		return &unsafeNodeError{fmt.Sprintf("%s is not root's alone: %v: any user who can change it runs code as every gemini user, with their login", what, re)}
+	}
+	return nil
 }
 
 // resolveIn follows target's links inside the root and names the file they
@@ -171,27 +198,57 @@ func linkInterpreter(sgd *staging, name, node string) error {
 
 // interpreterDrift says why version's interpreter link is not the Node that
 // gemini.node names now ("" when it is): Node was moved or removed, the key
-// changed, or the version was installed before cco made the link.
-func interpreterDrift(run *provision.View, cfg Config, a vendorAgent, version string) string {
+// changed, or the version was installed before cco made the link. Its
+// error is an unsafeNodeError alone: the link, or the Node the key names,
+// can be changed by someone but root.
+func interpreterDrift(run *provision.View, cfg Config, a vendorAgent, version string) (string, error) {
 	if a.interp == "" {
-		return ""
+		return "", nil
 	}
 	link := a.dir + "/" + version + "/" + a.interp
 	have, err := run.Root.Readlink(link)
 	if errors.Is(err, fs.ErrNotExist) {
-		return link + " is missing"
+		return link + " is missing", nil
 	}
 	if err != nil {
-		return err.Error()
+		return err.Error(), nil
+	}
+	if err := rootsNode(run, "the interpreter link "+link, link); err != nil {
+		return "", err
 	}
 	want, err := findNode(run, cfg.Gemini.Node, a.name+" "+version, "")
+	var un *unsafeNodeError
+	if errors.As(err, &un) {
+		return "", err
+	}
 	if err != nil {
-		return err.Error()
+		return err.Error(), nil
 	}
 	if have != want {
-		return fmt.Sprintf("%s points at %s, but gemini.node (%s) is %s", link, have, cfg.Gemini.Node, want)
+		return fmt.Sprintf("%s points at %s, but gemini.node (%s) is %s", link, have, cfg.Gemini.Node, want), nil
 	}
-	return ""
+	return "", nil
+}
+
+// UnsafeInterpreters checks the installed interpreter link of each of
+// agents that the receipt records as installed: a finding for each Node
+// that someone but root can change. Status asks it for the agents whose
+// vendor steps do not run (installed by --upgrade NAME, not in agents).
+func UnsafeInterpreters(run *provision.View, agents []string) []provision.Finding {
+	var out []provision.Finding
+	for _, name := range agents {
+		a, ok := lookupAgent(name)
+		st := loadState(run, a.step)
+		if !ok || a.interp == "" || st == nil {
+			continue
+		}
+		link := a.dir + "/" + st.Version + "/" + a.interp
+		var un *unsafeNodeError
+		if err := rootsNode(run, "the interpreter link "+link, link); errors.As(err, &un) {
+			out = append(out, provision.Finding{ID: a.step, Path: link, Detail: un.msg, Fix: unsafeNodeFix})
+		}
+	}
+	return out
 }
 
 // installedNode checks the Node that gemini.node names against the

@@ -106,7 +106,11 @@ func (s *rollbackStep) Check(run *provision.View) (provision.Check, error) {
 	c.Detail = fmt.Sprintf("switch %s from %s back to %s", s.agent, st.Version, st.Previous)
 	// The previous version's interpreter link may predate a change of
 	// gemini.node, or cco's making of it: it is made again first.
-	if drift := interpreterDrift(run, s.cfg, s.va, st.Previous); drift != "" && !run.Status {
+	drift, err := interpreterDrift(run, s.cfg, s.va, st.Previous)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", s.agent, err)
+	}
+	if drift != "" && !run.Status {
 		var err error
 		if plan.relink, err = installedNode(run, s.cfg, s.va, st.Previous); err != nil {
 			return c, fmt.Errorf("%s: %w", s.agent, err)
@@ -261,9 +265,8 @@ func notInstalled(c provision.Check, agent string, st *agentState, pin, channel 
 	if st == nil {
 		c.Detail = fmt.Sprintf("%s is not installed (configured: %s)", agent, want)
 	} else {
-		c.Installed = st.Version
 		c.Detail = fmt.Sprintf("%s %s is installed, but the configuration asks for %s", agent, st.Version, want)
 	}
-	c.Fix = "run `sudo cco-install` (it needs the network, or --bundle)"
+	c.Fix = "run `sudo cco-install` (it needs the network), or `sudo cco-install --bundle FILE` with a bundle made by `cco-install bundle`"
 	return c
 }

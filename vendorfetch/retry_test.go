@@ -144,3 +144,87 @@ func TestFullDiskIsNotRetried(t *testing.T) {
 		t.Errorf("%d requests in %v, want 1 at once", n, time.Since(start))
 	}
 }
+
+// A down mirror (every connection refused, or every answer a 503) fails a
+// whole run within its retry budget: with the default settings, the waits
+// over every URL of the run add up to about 10 s, a Retry-After included,
+// and the URLs after the budget is spent are tried once.
+func TestRetryBudgetBoundsTheRun(t *testing.T) {
+	d := DefaultConfig()
+	if d.RetryBudget != 10*time.Second {
+		t.Fatalf("the default retry budget is %v, want 10s", d.RetryBudget)
+	}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	var answered atomic.Int64
+	srv503 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answered.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv503.Close()
+	refusing := &dialer{err: refused}
+	for name, tc := range map[string]struct {
+		budget time.Duration
+		dial   *dialer
+		count  *atomic.Int64 // attempts: dials refused, or requests answered
+	}{
+		// The default budget with the default retries and backoff: the
+		// run's own numbers.
+		"refused, the defaults": {0, refusing, &refusing.attempts},
+		"503":                   {time.Second, &dialer{addr: srv503.Listener.Addr().String()}, &answered},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.HTTPClient, cfg.Progress, cfg.Log = tc.dial.client(), "never", io.Discard
+			if tc.budget > 0 {
+				cfg.RetryBudget, cfg.Backoff = tc.budget, 100*time.Millisecond
+			}
+			cfg = cfg.withDefaults()
+			want := cfg.RetryBudget
+			start := time.Now()
+			var attempts []int64
+			var last error
+			// Three URLs, each from a source of its own, as the steps of
+			// one run make them: they share the run's budget.
+			for _, u := range []string{"http://mirror.test/claude/stable", "http://mirror.test/codex/channels/latest", "http://mirror.test/codex/SHA256SUMS"} {
+				before := tc.count.Load()
+				_, last = newNetSource(cfg).small(t.Context(), u)
+				if last == nil {
+					t.Fatalf("%s: no error from a down mirror", u)
+				}
+				attempts = append(attempts, tc.count.Load()-before)
+			}
+			el := time.Since(start)
+			if el > want+2*time.Second || el < want*3/4 {
+				t.Errorf("the run took %v, want its budget of %v (waits add up to it, no more)", el, want)
+			}
+			if attempts[0] < 2 || attempts[1] != 1 || attempts[2] != 1 {
+				t.Errorf("attempts per URL %v: want retries for the first, one attempt each once the budget is spent", attempts)
+			}
+			if !strings.Contains(last.Error(), "not retried: the run's retry budget of "+want.String()+", download.retry_budget, is spent") {
+				t.Errorf("the last failure does not name the spent budget: %v", last)
+			}
+		})
+	}
+}
+
+// A Retry-After within what is left of the budget is waited for; one
+// beyond it fails at once, naming both.
+func TestRetryAfterWithinTheBudget(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	d := &dialer{addr: srv.Listener.Addr().String()}
+	cfg := Config{HTTPClient: d.client(), Retries: 4, Backoff: time.Millisecond, Timeout: 10 * time.Second, Progress: "never", Log: io.Discard, RetryBudget: 3 * time.Second}.withDefaults()
+	start := time.Now()
+	_, err := newNetSource(cfg).small(t.Context(), "http://mirror.test/stable")
+	if el := time.Since(start); el < 2*time.Second || el > 4*time.Second {
+		t.Errorf("took %v: want one wait of Retry-After's 2s, then no more", el)
+	}
+	if requests.Load() != 2 || err == nil || !strings.Contains(err.Error(), "the server asks to retry after 2s: more than the 1s left of the run's retry budget") {
+		t.Errorf("%d requests, err %v: want 2, and the second Retry-After refused against the 1s left", requests.Load(), err)
+	}
+}

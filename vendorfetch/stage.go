@@ -163,8 +163,12 @@ type agentState struct {
 	Version  string `json:"version"`
 	Platform string `json:"platform"`
 	Channel  string `json:"channel,omitempty"` // "" when pinned
-	Source   string `json:"source"`            // the URL (or bundle) the bytes came from
-	Verified string `json:"verified"`          // what was checked
+	// Bundle is the offline bundle the version was installed from: the
+	// bundle pins it (an air-gapped host or an image is in sync with no
+	// network), until a pin, another bundle or --upgrade moves it.
+	Bundle   string `json:"bundle,omitempty"`
+	Source   string `json:"source"`   // the URL (or bundle) the bytes came from
+	Verified string `json:"verified"` // what was checked
 	Previous string `json:"previous,omitempty"`
 	// NoKey is why the manifest's signature could not be checked, so that
 	// the reason is said once, not on every run.

@@ -2,7 +2,9 @@ package vendorfetch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/cco-dev/cco/agent"
@@ -106,6 +108,10 @@ type vendorPlan struct {
 	// relink, when set, is the interpreter to link the installed version
 	// to: nothing is fetched.
 	relink string
+	// restamp: the installed version is the one wanted, but the receipt
+	// records it as from another channel or bundle; only the record
+	// changes (so that status agrees with what the run found).
+	restamp bool
 }
 
 // fetched is a verified tree in the staging directory.
@@ -153,7 +159,29 @@ func (s *vendorStep) platform(run *provision.View) (string, error) {
 }
 
 func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
+	c, err := s.check(run)
+	if run.DryRun && !run.Status && retryable(err) {
+		err = fmt.Errorf("%w (a dry run does not retry; the real run retries for up to download.retry_budget)", err)
+	}
+	return c, err
+}
+
+// retryable reports a failure that a real run would have retried: one of
+// the network (a refused connection, a timeout) or a server's 5xx, 408 or
+// 429; not a 404, a bad document, or a refusal of cco's own.
+func retryable(err error) bool {
+	var ue *url.Error
+	var se *StatusError
+	return (errors.As(err, &ue) || errors.As(err, &se)) && !isLocal(err) && !isOffline(err)
+}
+
+func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 	a, cfg := s.agent, s.cfg
+	if run.DryRun {
+		// A dry run never waits on a retry: it reports what it could
+		// not reach.
+		cfg.Retries = 0
+	}
 	c := provision.Check{Paths: []string{a.dir + "/current"}}
 	platform, err := s.platform(run)
 	if err != nil {
@@ -166,15 +194,26 @@ func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
 		return c, fmt.Errorf("%s: %w", a.name, err)
 	}
 	st := loadState(run, a.step)
-	if st != nil && !cfg.Upgrade[a.name] && st.Platform == target && (pin == st.Version || pin == "" && st.Channel == channel) {
+	// A version installed from a bundle is pinned by it: in sync, offline.
+	bundlePinned := st != nil && pin == "" && st.Bundle != ""
+	if st != nil && !cfg.Upgrade[a.name] && st.Platform == target && (pin == st.Version || pin == "" && st.Channel == channel || bundlePinned) {
 		ok, why := intact(run, a.step, a.dir, st.Version)
-		c.Installed = st.Version
 		if ok {
-			if drift := interpreterDrift(run, cfg, a, st.Version); drift != "" {
-				return s.relinkCheck(run, c, st.Version, drift)
+			c.Installed = st.Version
+			if c, done, err := s.interpreterCheck(run, c, st.Version); done {
+				return c, err
 			}
 			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed (%s)", a.name, st.Version, target)
-			if pin == "" && cfg.Bundle == "" {
+			if bundlePinned {
+				c.Detail = fmt.Sprintf("%s %s is installed (%s, pinned by the bundle %s)", a.name, st.Version, target, st.Bundle)
+			}
+			if cfg.Bundle != "" && st.Bundle != cfg.Bundle {
+				// The bundle holds the installed version: it pins it now.
+				c.State, c.Detail = provision.ToDo, fmt.Sprintf("record %s %s as pinned by the bundle %s (nothing to fetch)", a.name, st.Version, cfg.Bundle)
+				c.Data = &vendorPlan{version: st.Version, restamp: true}
+				return c, nil
+			}
+			if pin == "" && cfg.Bundle == "" && !bundlePinned {
 				// One quick try, and no fallback: a notice must not slow a run.
 				ncfg := cfg
 				ncfg.Retries, ncfg.Codex.GitHubAPIURL = 0, ""
@@ -201,7 +240,13 @@ func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
 		return c, nil
 	}
 	if run.Status {
-		return notInstalled(c, a.name, st, pin, channel), nil
+		c = notInstalled(c, a.name, st, pin, channel)
+		if st != nil {
+			if ok, _ := intact(run, a.step, a.dir, st.Version); ok {
+				c.Installed = st.Version
+			}
+		}
+		return c, nil
 	}
 	v, res, err := rs.resolve(run.Ctx, run, tr, pin, channel, target)
 	if err != nil {
@@ -212,12 +257,18 @@ func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
 	}
 	if st != nil && st.Version == v && st.Platform == target {
 		if ok, _ := intact(run, a.step, a.dir, v); ok {
-			if drift := interpreterDrift(run, cfg, a, v); drift != "" {
-				return s.relinkCheck(run, c, v, drift)
+			if c, done, err := s.interpreterCheck(run, c, v); done {
+				return c, err
 			}
 			c.State, c.Detail = provision.Done, fmt.Sprintf("%s %s is installed and is the newest on the %s channel", a.name, v, channel)
 			if pin != "" {
 				c.Detail = fmt.Sprintf("%s %s is installed (pinned)", a.name, v)
+			}
+			if pin == "" && (st.Channel != channel || st.Bundle != "") {
+				// The channel now asked for names the installed version:
+				// only the record is behind (status said so).
+				c.State, c.Detail = provision.ToDo, fmt.Sprintf("record %s %s as on the %s channel, which names it (nothing to fetch)", a.name, v, channel)
+				c.Data = &vendorPlan{version: v, restamp: true}
 			}
 			return c, nil
 		}
@@ -235,6 +286,25 @@ func (s *vendorStep) Check(run *provision.View) (provision.Check, error) {
 	}
 	c.Data = &vendorPlan{version: v, platform: platform, target: target, res: res, tr: tr}
 	return c, nil
+}
+
+// interpreterCheck checks an intact version's interpreter: a conflict when
+// someone but root can change the Node its link runs, or the one
+// gemini.node names (never replaced by cco: the fix is the operator's); a
+// relink when the link is not gemini.node's Node. done is false when there
+// is nothing to say.
+func (s *vendorStep) interpreterCheck(run *provision.View, c provision.Check, version string) (provision.Check, bool, error) {
+	drift, err := interpreterDrift(run, s.cfg, s.agent, version)
+	var un *unsafeNodeError
+	switch {
+	case errors.As(err, &un):
+		c.State, c.Detail, c.Fix = provision.Conflict, un.msg, unsafeNodeFix
+		return c, true, nil
+	case drift != "":
+		c, err := s.relinkCheck(run, c, version, drift)
+		return c, true, err
+	}
+	return c, false, nil
 }
 
 // relinkCheck plans to link an intact version to the interpreter the
@@ -263,6 +333,9 @@ func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error
 	}
 	if p.relink != "" {
 		return s.relink(run, p)
+	}
+	if p.restamp {
+		return s.restamp(run, p)
 	}
 	prev := loadState(&run.View, a.step)
 	sgd, err := newStaging(run, a.name, a.step)
@@ -308,9 +381,7 @@ func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error
 	}
 	src := sourceName(cfg, f.url)
 	st := &agentState{Version: p.version, Platform: p.target, Source: src, Verified: f.verified, NoKey: f.noKey, Node: f.node}
-	if pin, channel := cfg.settings(a.name); pin == "" && cfg.Bundle == "" {
-		st.Channel = channel
-	}
+	st.Channel, st.Bundle = cfg.pinnedBy(a.name)
 	if prev != nil && prev.Version != p.version {
 		st.Previous = prev.Version
 	}
@@ -323,6 +394,36 @@ func (s *vendorStep) Apply(run *provision.Run, c provision.Check) (string, error
 		detail += "; stripped setuid/setgid bits from " + strings.Join(f.stripped, ", ")
 	}
 	return detail, nil
+}
+
+// pinnedBy is what the receipt records an installed version as following:
+// the channel, or the bundle that pins it ("" for both under a pin).
+func (c Config) pinnedBy(agent string) (channel, bundle string) {
+	if c.Bundle != "" {
+		return "", c.Bundle
+	}
+	if pin, ch := c.settings(agent); pin == "" {
+		return ch, ""
+	}
+	return "", ""
+}
+
+// restamp records the installed, intact version as following what the
+// configuration now names: nothing is fetched or placed.
+func (s *vendorStep) restamp(run *provision.Run, p *vendorPlan) (string, error) {
+	a := s.agent
+	st := loadState(&run.View, a.step)
+	if st == nil || st.Version != p.version {
+		return "", fmt.Errorf("%s: the receipt no longer records %s %s", a.name, a.name, p.version)
+	}
+	st.Channel, st.Bundle = s.cfg.pinnedBy(a.name)
+	if err := saveState(run, a.step, st); err != nil {
+		return "", err
+	}
+	if st.Bundle != "" {
+		return fmt.Sprintf("recorded %s %s as pinned by the bundle %s", a.name, p.version, st.Bundle), nil
+	}
+	return fmt.Sprintf("recorded %s %s as on the %s channel", a.name, p.version, st.Channel), nil
 }
 
 // relink points the installed version's interpreter link at the planned

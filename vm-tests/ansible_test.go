@@ -189,7 +189,7 @@ const provisionTask = " : Provision with cco-install"
 // (and writes install.toml, which enables the upgrade timer); a second run
 // changes nothing; --check after a managed file is deleted reports it and
 // still writes nothing; cco_status reports drift without failing unless
-// asked; state=absent undoes it all; a foreign requirements.toml ends in a
+// asked; state=absent undoes it all, and a second one is ok (changed=0); a foreign requirements.toml ends in a
 // failed task whose msg names the step, the path and the fix.
 func TestCollection(t *testing.T) {
 	b := packages(t)[newVersion]
@@ -275,6 +275,15 @@ func TestCollection(t *testing.T) {
 	assertNotProvisioned(t, m)
 	if _, err := os.Lstat(filepath.Join(m.Root, "/etc/systemd/system/timers.target.wants/cco-upgrade.timer")); err == nil {
 		t.Error("state=absent left the timer enabled")
+	}
+	// Uninstall is idempotent: a second state=absent finds nothing to
+	// undo and reports ok (changed=0).
+	again := playbook(t, m, collections, enter, writePlaybook(t, "    - name: absent again\n      cco.agents.cco_install:\n        state: absent\n"), nil)
+	if r := again.task("absent again"); r.flag("failed") || r.flag("changed") || again.stats.Changed != 0 {
+		t.Errorf("a second state=absent: failed %v, changed %v (play changed=%d), want ok\n%s", r.flag("failed"), r.flag("changed"), again.stats.Changed, again.out)
+	}
+	if report, _ := again.task("absent again")["report"].(map[string]any); !strings.Contains(fmt.Sprint(report["steps"]), "nothing to uninstall") {
+		t.Errorf("the second state=absent's report does not say nothing to uninstall: %v", report)
 	}
 
 	// A site's own requirements.toml, which cco never overwrites.

@@ -35,12 +35,14 @@ type Image struct {
 // DefaultImage is bookworm with what the scenarios need: bubblewrap (the
 // package's dependency, installed up front so dpkg -i works offline),
 // passwd for a normal user, python3 and python3-apt for Ansible (its
-// modules, and the apt module installing the .deb).
+// modules, and the apt module installing the .deb), and man-db,
+// bash-completion, zsh and fish, where the package's man pages and
+// completion scripts are used.
 func DefaultImage() Image {
 	return Image{
 		Suite:    envOr("CCO_VM_SUITE", "bookworm"),
 		Mirror:   envOr("CCO_VM_MIRROR", "http://deb.debian.org/debian"),
-		Includes: []string{"bubblewrap", "passwd", "python3", "python3-apt"},
+		Includes: []string{"bubblewrap", "passwd", "python3", "python3-apt", "man-db", "bash-completion", "zsh", "fish"},
 		CacheDir: envOr("CCO_VM_CACHE", "/var/cache/cco-vm-tests"),
 	}
 }

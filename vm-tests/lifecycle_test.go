@@ -80,7 +80,7 @@ func TestUninstallThenRemove(t *testing.T) {
 	must(t, m, Root, "/", nil, "dpkg", "-i", "/tmp/cco.deb")
 	ccoInstall(t, m)
 	assertProvisioned(t, m, b)
-	ccoInstall(t, m, "--uninstall")
+	ccoInstall(t, m, "--uninstall", "--yes")
 	assertNotProvisioned(t, m)
 	must(t, m, Root, "/", nil, "dpkg", "-r", "cco")
 	assertClean(t, m, before)

@@ -82,9 +82,11 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 			reported[p.Path] = true
 		}
 	}
-	if f := upgradeFinding(v.Root); f != nil {
+	f, interruptedNote := upgradeFinding(v.Root)
+	if f != nil {
 		rep.AddFinding(*f)
 	}
+	st.LastUpgrade = interruptedNote
 	for _, p := range cfg.Problems {
 		rep.AddFinding(provision.Finding{ID: "config", Path: ConfigPath, Detail: p.Message, Fix: "fix the key: every install run refuses the file until then"})
 	}
@@ -103,7 +105,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		rep.AddFinding(p)
 	}
 	if !provision.IsRoot() {
-		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc))...)
+		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc), "sudo cco-install status")...)
 	}
 	steps, err := buildPlan(v, cfg, o)
 	if err != nil {
@@ -144,6 +146,14 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		}
 		rep.AddFinding(f)
 	}
+	// The vendor steps of the agents that agents does not name do not run:
+	// their Node is checked here.
+	for _, f := range vendorfetch.UnsafeInterpreters(v, unconfigured(cfg.Agents, rc)) {
+		if !reported[f.Path] {
+			reported[f.Path] = true
+			rep.AddFinding(f)
+		}
+	}
 	// The guard's own wiring check adds what no step looks at: a vendor
 	// binary ahead of the shadow on a user's PATH, a loosened script.
 	for _, f := range wiring.Drift(root, rc, statusUsers(v.Root, cfg, rc)) {
@@ -153,7 +163,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		}
 	}
 	st.Agents = agentStatus(root, rc, rep, vendor)
-	st.Egress = egressMode(root, rep)
+	st.Egress = egressMode(root, rep, reported)
 	for _, a := range st.Agents {
 		if !a.GuardActive && installed && !reported[a.GuardPath] {
 			rep.AddFinding(provision.Finding{ID: "guard." + a.Agent, Path: a.GuardPath, Detail: a.Agent + ": the guard is not active: " + a.GuardDetail, Fix: a.GuardFix})
@@ -166,10 +176,16 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		return rep.ExitCode(), enc.Encode(st)
 	}
 	for _, a := range st.Agents {
+		// The header says what the findings below say, in a word.
 		v := a.Version
-		if !a.Installed {
+		switch {
+		case a.Version == "":
 			v = "not installed"
-		} else if a.Available != nil {
+		case !a.Installed:
+			v += " (damaged: see below)"
+		case !a.asConfigured:
+			v += " (not as configured: see below)"
+		case a.Available != nil:
 			v += " (" + *a.Available + " available)"
 		}
 		fmt.Fprintf(stdout, "%-8s %s: %s; shadow %s; guard %s\n", "agent", a.Agent, v, map[bool]string{true: "in place", false: "NOT in place"}[a.Shadow], a.Guard)
@@ -179,6 +195,9 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		egressLine += " (no network at all for the agents: set by the operator in " + sandbox.ConfigPath + ")"
 	}
 	fmt.Fprintln(stdout, egressLine)
+	if st.LastUpgrade != "" {
+		fmt.Fprintf(stdout, "%-8s %s\n", "note", st.LastUpgrade)
+	}
 	for _, n := range st.Notes {
 		fmt.Fprintf(stdout, "%-8s %s\n", "skipped", n)
 	}
@@ -198,9 +217,11 @@ func anyReported(reported map[string]bool, paths []string) bool {
 	return false
 }
 
-// unreadableHomes names the homes a non-root status cannot look into: what
-// it skipped because only root may read there.
-func unreadableHomes(root provision.Reader, users []*provision.User) []string {
+// unreadableHomes names the homes a run without root (status, a dry run)
+// cannot look into: what it skipped because only root may read there, and
+// the command (as root) that checks them. It says so once per home, and
+// nothing about each file in it.
+func unreadableHomes(root provision.Reader, users []*provision.User, rootCmd string) []string {
 	var out []string
 	for _, u := range users {
 		h, err := root.OpenHome(u)
@@ -210,7 +231,7 @@ func unreadableHomes(root provision.Reader, users []*provision.User) []string {
 		_, err = h.Lstat(".local")
 		h.Close()
 		if errors.Is(err, fs.ErrPermission) {
-			out = append(out, fmt.Sprintf("%s's home (%s): only root can read it; run `sudo cco-install status` to check it", u.Name, u.Home))
+			out = append(out, fmt.Sprintf("%s's home (%s): only root can read it; run `%s` to check it", u.Name, u.Home, rootCmd))
 		}
 	}
 	return out
@@ -227,18 +248,23 @@ type statusDoc struct {
 	// Egress is the jail's network policy from sandbox.toml: public,
 	// allowlist or off ("off" is an operator's choice: reported, not drift).
 	Egress string `json:"egress"`
+	// LastUpgrade notes an upgrade that a signal stopped (no drift).
+	LastUpgrade string `json:"last_upgrade,omitempty"`
 }
 
 // egressMode reads the jail's network policy; a sandbox.toml that does not
-// parse is drift (every launch refuses it).
-func egressMode(root *provision.Root, rep *provision.StatusReport) string {
+// parse is drift (every launch refuses it), reported once: the plan's
+// sandbox.config step finds it too when it leaves the file as it is.
+func egressMode(root *provision.Root, rep *provision.StatusReport, reported map[string]bool) string {
 	b, err := root.ReadFile(sandbox.ConfigPath)
 	if err != nil {
 		return "public"
 	}
 	c, err := sandbox.ParseConfig(b, sandbox.ConfigPath)
 	if err != nil {
-		rep.AddFinding(provision.Finding{ID: "sandbox.config", Path: sandbox.ConfigPath, Detail: err.Error(), Fix: "fix the file: every launch refuses it"})
+		if !reported[sandbox.ConfigPath] {
+			rep.AddFinding(provision.Finding{ID: "sandbox.config", Path: sandbox.ConfigPath, Detail: err.Error(), Fix: sandboxConfigFix})
+		}
 		return "unknown"
 	}
 	if c.Egress == "" {
@@ -261,6 +287,9 @@ type agentLine struct {
 	Available   *string `json:"available"`
 	GuardDetail string  `json:"-"`
 	GuardFix    string  `json:"-"`
+	// asConfigured: the vendor step found nothing to do (or the agent is
+	// not configured here).
+	asConfigured bool
 }
 
 func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.StatusReport, vendor map[string]provision.StepReport) []agentLine {
@@ -279,14 +308,17 @@ func agentStatus(root *provision.Root, rc *provision.Receipt, rep *provision.Sta
 			l.Version = st.Version
 		}
 		if sr, ok := vendor[w.Agent]; ok {
-			l.Installed = sr.Status == provision.StatusOK
+			// Installed: in place and intact, as configured or not (the
+			// vendor step says which; a damaged release is not).
+			l.asConfigured = sr.Status == provision.StatusOK
+			l.Installed = l.asConfigured || sr.Installed != ""
 			if sr.Available != "" {
 				a := sr.Available
 				l.Available = &a
 			}
 		} else {
 			// Not configured here: installed when the receipt says so.
-			l.Installed = l.Version != ""
+			l.Installed, l.asConfigured = l.Version != "", true
 		}
 		out = append(out, l)
 	}

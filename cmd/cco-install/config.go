@@ -50,6 +50,7 @@ var keys = withForeignPolicies([]key{
 	{"unpack_limit", fmt.Sprintf("%dGiB", vendorDefaults.UnpackLimit>>30), "", "most bytes an archive may unpack to"},
 	{"download.retries", vendorDefaults.Retries, "", "retries of a failed download"},
 	{"download.backoff", vendorDefaults.Backoff.String(), "", "first retry delay (doubling)"},
+	{"download.retry_budget", vendorDefaults.RetryBudget.String(), "retry-budget", "the most time a run waits between download attempts, over all its downloads (a server's Retry-After included)"},
 	{"download.timeout", fmt.Sprintf("%.0fs", vendorDefaults.Timeout.Seconds()), "", "per-request timeout: connect, headers, or a stalled read"},
 })
 
@@ -92,6 +93,7 @@ type Config struct {
 	Retries     int
 	Backoff     time.Duration
 	Timeout     time.Duration
+	RetryBudget time.Duration
 }
 
 // configProblem is one key the configuration could not take.
@@ -492,6 +494,10 @@ func (c *Config) decode() {
 	c.LockTimeout = c.duration("lock_timeout")
 	c.Backoff = c.duration("download.backoff")
 	c.Timeout = c.duration("download.timeout")
+	if c.RetryBudget = c.duration("download.retry_budget"); c.RetryBudget == 0 {
+		c.bad("download.retry_budget", c.String("download.retry_budget"), "want a duration above 0 such as 10s (to not retry at all, set download.retries = 0)")
+		c.RetryBudget, _ = time.ParseDuration(c.String("download.retry_budget"))
+	}
 	switch c.Progress = c.String("progress"); c.Progress {
 	case "auto", "always", "never":
 	default:

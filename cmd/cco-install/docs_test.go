@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/docscheck"
 	"github.com/cco-dev/cco/provision"
 )
@@ -209,6 +210,7 @@ func TestDocsJSON(t *testing.T) {
 		"Config key":        configLine{},
 		"Config problem":    configProblem{},
 		"Error document":    errorDoc{},
+		"Version document":  versionDoc{},
 		"last-upgrade.json": lastUpgrade{},
 		"Receipt":           provision.Receipt{},
 		"Receipt entry":     provision.Entry{},
@@ -235,4 +237,28 @@ func TestDocsConfigJSON(t *testing.T) {
 		t.Fatalf("config --json: %v\n%s%s", err, out.String(), errOut.String())
 	}
 	docscheck.TableOf(t, "docs/reference/json.md", "Config document").Check(t, "field", "field", slices.Sorted(maps.Keys(doc)))
+}
+
+// TestDocsNameEveryAgent: the pages a new operator reads first name every
+// agent of the table: the tutorial, the Ansible reference and the
+// first-login how-to, which also names each agent's API key variable.
+func TestDocsNameEveryAgent(t *testing.T) {
+	repo, err := docscheck.Repo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"docs/tutorial.md", "docs/reference/ansible.md", "docs/how-to/first-login.md"} {
+		b, err := os.ReadFile(filepath.Join(repo, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range agent.Names() {
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).Match(b) {
+				t.Errorf("%s does not name the agent %s: name it where the others are", rel, name)
+			}
+			if p, _ := agent.Lookup(name); rel == "docs/how-to/first-login.md" && len(p.Credentials) > 0 && !strings.Contains(string(b), "`"+p.Credentials[0]+"`") {
+				t.Errorf("%s: the API keys table has no row for %s's %s", rel, name, p.Credentials[0])
+			}
+		}
+	}
 }

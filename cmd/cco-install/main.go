@@ -84,7 +84,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := cmd.Execute()
 	code := exitCode(err)
 	if interrupted(ctx) {
-		fmt.Fprintln(stderr, "cco-install: interrupted")
+		if err != nil && err.Error() != "" {
+			fmt.Fprintf(stderr, "cco-install: interrupted: %v\n", err)
+		} else {
+			fmt.Fprintln(stderr, "cco-install: interrupted")
+		}
 		code = interruptCode(ctx)
 		if err == nil {
 			err = errors.New("interrupted")
@@ -205,7 +209,8 @@ func commandNames(cmd *cobra.Command) string {
 const exitCodes = `Exit codes:
   0    success (status: in sync)
   1    failure (a step failed, a preflight check refused, the run could not start)
-  2    usage error (bad flags, modes that exclude each other)
+  2    usage error (bad flags, modes that exclude each other, --uninstall
+       without a terminal and without --yes)
   3    conflicts left unresolved (status: not in sync; one finding per cause)
   130  interrupted by SIGINT (^C); 143 by SIGTERM
 `
@@ -250,7 +255,7 @@ nothing and says so.
 	fs := root.Flags()
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the plan and write nothing (exit 3 if it finds conflicts)")
 	fs.BoolVar(&o.diff, "diff", false, "add unified diffs of the files that would change")
-	fs.BoolVar(&o.yes, "yes", false, "answer yes to prompts (no prompt is shown without a terminal)")
+	fs.BoolVar(&o.yes, "yes", false, "answer yes to prompts (no prompt is shown without a terminal, where --uninstall needs --yes)")
 	fs.BoolVar(&o.force, "force", false, "replace owned files that were edited, keeping a backup under /var/lib/cco/backups")
 	// Every agent, and all: the help says what the flags take.
 	agentsOrAll := agent.List(append(agent.Names(), "all"), "or")
@@ -261,7 +266,7 @@ nothing and says so.
 	fs.BoolVar(&o.noAppArmor, "no-apparmor", false, "where AppArmor blocks bwrap's user namespaces, refuse with the fix instead of installing a profile")
 	fs.BoolVar(&o.image, "image", false, "an image build: no user-namespace probe, no chown (also detected from the target's /.dockerenv, /run/.containerenv)")
 	fs.BoolVar(&o.fixRC, "fix-rc", false, "remove the vendors' PATH blocks from users' shell start-up files (backups under /var/lib/cco/backups)")
-	fs.BoolVar(&o.uninstall, "uninstall", false, "undo exactly what the receipt records and put relocated vendor files back (asks Proceed? [y/N] on a terminal)")
+	fs.BoolVar(&o.uninstall, "uninstall", false, "undo exactly what the receipt records and put relocated vendor files back (asks Proceed? [y/N] on a terminal; without one it needs --yes)")
 	fs.BoolVar(&o.installDeps, "install-deps", false, "install bubblewrap with apt-get or dnf when it is missing")
 	addConfigFlags(fs)
 
@@ -313,10 +318,17 @@ marked with its line and column, and the rest are still shown (exit 1).`,
 
 	version := &cobra.Command{
 		Use:   "version",
-		Short: "print cco-install's version",
+		Short: "print cco-install's version (with --json, a JSON document)",
 		Args:  noArgs,
-		Run: func(cmd *cobra.Command, args []string) {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.json {
+				o.wrote = true
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(versionDoc{Schema: provision.ReportSchema, Version: provision.Version})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "cco-install %s\n", provision.Version)
+			return nil
 		},
 	}
 
@@ -343,7 +355,19 @@ marked with its line and column, and the rest are still shown (exit 1).`,
 			return nil
 		},
 	}
-	root.AddCommand(status, config, bundle, version, man)
+	completions := &cobra.Command{
+		Use:    "completions DIR",
+		Short:  "write the bash, zsh and fish completion scripts into DIR (used by the release build)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := writeCompletions(root, args[0]); err != nil {
+				return runError{provision.ExitFailed, err}
+			}
+			return nil
+		},
+	}
+	root.AddCommand(status, config, bundle, version, man, completions)
 	return root
 }
 
@@ -375,7 +399,7 @@ func dispatch(ctx context.Context, flags *pflag.FlagSet, o *options, sio stdio) 
 		o.hostRoot = true
 		needsRoot := o.sub == "install" && !o.dryRun
 		if os.Geteuid() != 0 && needsRoot {
-			return provision.ExitUsage, usageError{fmt.Sprintf("provisioning this machine needs root; run:\n  sudo %s", shellCommand())}
+			return provision.ExitUsage, usageError{fmt.Sprintf("provisioning this machine needs root; run:\n  %s", asRoot(shellCommand()))}
 		}
 	}
 	root, err := provision.OpenRoot(o.root)
@@ -400,6 +424,14 @@ func dispatch(ctx context.Context, flags *pflag.FlagSet, o *options, sio stdio) 
 		return bundle(ctx, root, cfg, o, sio.errOut)
 	}
 	return install(ctx, root, cfg, o, sio)
+}
+
+// asRoot prefixes a suggested command with sudo, unless it runs as root.
+func asRoot(cmd string) string {
+	if provision.IsRoot() {
+		return cmd
+	}
+	return "sudo " + cmd
 }
 
 // shellCommand re-quotes this invocation for a copy-and-paste suggestion.
@@ -439,6 +471,15 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 	// The text report lists every step once; with --json, stderr's lines
 	// are the only words for people.
 	run.QuietSteps = !o.json
+	if o.uninstall {
+		if run.Receipt.Empty() {
+			// Nothing to undo, nothing to confirm, no lock to take.
+			return writeReport(provision.Uninstall(run), o, sio.out)
+		}
+		if !o.dryRun && !o.yes && !(isTerminal(sio.in) && isTerminal(sio.errOut)) {
+			return provision.ExitUsage, usageError{"--uninstall removes what cco installed, and without a terminal there is no one to ask: nothing was removed; to go ahead, run:\n  " + asRoot(shellCommand()+" --yes")}
+		}
+	}
 	var lock *provision.Lock
 	if !o.dryRun {
 		if lock, err = provision.AcquireLock(run, cfg.LockTimeout); err != nil {
@@ -447,7 +488,7 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 		defer lock.Release() // AcquireLock re-reads the receipt once it holds the lock
 	}
 	if o.uninstall {
-		if !o.dryRun && !o.yes && isTerminal(sio.in) && isTerminal(sio.errOut) {
+		if !o.dryRun && !o.yes {
 			preview, err := provision.NewRun(ctx, root)
 			if err != nil {
 				return provision.ExitFailed, err
@@ -467,17 +508,27 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 	if err != nil {
 		return provision.ExitFailed, err
 	}
+	if o.dryRun && !provision.IsRoot() {
+		for _, n := range unreadableHomes(run.View.Root, statusUsers(run.View.Root, cfg, run.Receipt), "sudo cco-install --dry-run") {
+			fmt.Fprintf(sio.errOut, "skipped: %s\n", n)
+		}
+	}
 	if o.force && !o.dryRun && !o.yes && isTerminal(sio.in) && isTerminal(sio.errOut) {
 		if !confirm(sio.in, sio.errOut, "--force replaces owned files that were edited (keeping backups). Proceed? [y/N] ") {
 			return provision.ExitFailed, errors.New("stopped: --force was not confirmed (pass --yes to skip the question)")
 		}
 	}
 	run.AfterStep = afterStep
+	first := run.Receipt.Empty()
 	rep := provision.Execute(run, steps)
 	if len(o.upgrade) > 0 && !o.dryRun {
 		recordUpgrade(root, o.upgrade, rep)
 	}
-	return writeReport(rep, o, sio.out)
+	code, err := writeReport(rep, o, sio.out)
+	if first && code == provision.ExitOK && err == nil && !o.dryRun && !o.json && isTerminal(sio.out) {
+		nextSteps(sio.out, run.Receipt)
+	}
+	return code, err
 }
 
 // isImage decides image mode from the flag, the key and the target's markers.

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -24,9 +28,41 @@ func TestMain(m *testing.M) {
 					}
 				}
 			}
+			// The signal tests stop the installer in a read that no
+			// context reaches (a FIFO no one writes), holding the lock.
+			if spec := os.Getenv("CCO_TEST_BLOCK_AFTER"); spec != "" {
+				id, fifo, _ := strings.Cut(spec, ":")
+				afterStep = func(step string) {
+					if step == id {
+						os.WriteFile(fifo+".blocked", nil, 0o644)
+						os.Open(fifo)
+					}
+				}
+			}
+			if d := os.Getenv("CCO_TEST_DIAL"); d != "" {
+				httpClient = testDialer(d, os.Getenv("CCO_TEST_DIAL_LOG"))
+			}
 			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 	})
+}
+
+// testDialer is the vendors' client with an injected dialer: every dial
+// is recorded (one line, the address asked for, in logFile) and then
+// refused ("refuse": a mirror that is down) or made to addr, a loopback
+// test server, whatever host was asked for. No packet leaves loopback.
+func testDialer(addr, logFile string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, asked string) (net.Conn, error) {
+		if f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+			fmt.Fprintln(f, asked)
+			f.Close()
+		}
+		if addr == "refuse" {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}}
 }
 
 // TestScripts runs the CLI scenarios in testdata/script: the closest thing to
@@ -64,6 +100,8 @@ func TestScripts(t *testing.T) {
 			"vendorstore": cmdVendorStore,
 			"npmregistry": cmdNpmRegistry,
 			"envsubst":    cmdEnvsubst,
+			"mirror":      cmdMirror,
+			"shadowfix":   cmdShadowFix,
 			"flipbyte": func(ts *testscript.TestScript, neg bool, args []string) {
 				b := []byte(ts.ReadFile(args[0]))
 				b[len(b)/2] ^= 1

@@ -44,9 +44,14 @@ func TestStatusWithoutRoot(t *testing.T) {
 	testenv.RequireRoot(t)
 	dir := nobodyDir(t)
 	root := filepath.Join(dir, "root")
-	for _, d := range []string{"etc", "home/alice"} {
+	for _, d := range []string{"etc", "home/alice", "root/.config/fish"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
+	// Root's dotfiles, in a home only root may enter.
+	for _, f := range []string{".bashrc", ".profile", ".zshrc", ".config/fish/config.fish"} {
+		os.WriteFile(filepath.Join(root, "root", f), []byte("export PATH=$HOME/.local/bin:$PATH\n"), 0o644)
+	}
+	os.Chmod(filepath.Join(root, "root"), 0o700)
 	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\n"), 0o644)
 	os.Chown(filepath.Join(root, "home/alice"), 1000, 1000)
 	os.Chmod(filepath.Join(root, "home/alice"), 0o700)
@@ -74,8 +79,29 @@ func TestStatusWithoutRoot(t *testing.T) {
 	if !strings.Contains(stdout.String(), "skipped  alice's home (/home/alice): only root can read it") {
 		t.Errorf("status must say it skipped the 0700 home:\n%s", stdout.String())
 	}
+	// A user's status and dry run are quiet about root's files: the note
+	// that each home was skipped, once, and nothing else.
+	dry := asNobody(t, dir, "TestStatusWithoutRoot", "CCO_TEST_NONROOT_ARGS=--dry-run --root "+root)
+	var dryOut, dryErr bytes.Buffer
+	dry.Stdout, dry.Stderr = &dryOut, &dryErr
+	if err := dry.Run(); err != nil {
+		t.Fatalf("a dry run as nobody: %v\nstdout: %s\nstderr: %s", err, dryOut.String(), dryErr.String())
+	}
+	for what, out := range map[string]string{"status": stdout.String() + stderr.String(), "dry run": dryOut.String() + dryErr.String()} {
+		if strings.Contains(out, "permission denied") {
+			t.Errorf("%s as nobody warns about what only root may read:\n%s", what, out)
+		}
+		for _, home := range []string{"root's home (/root)", "alice's home (/home/alice)"} {
+			if n := strings.Count(out, "skipped"+map[bool]string{true: ": ", false: "  "}[what == "dry run"]+home+": only root can read it"); n != 1 {
+				t.Errorf("%s as nobody says %d times that it skipped %s, want once:\n%s", what, n, home, out)
+			}
+		}
+	}
+	if !strings.Contains(dryErr.String(), "run `sudo cco-install --dry-run` to check it") {
+		t.Errorf("the dry run's note does not name the command that checks the home:\n%s", dryErr.String())
+	}
 	if after := treehash.Hash(t, root); after != before {
-		t.Errorf("status changed the tree")
+		t.Errorf("status or the dry run changed the tree")
 	}
 }
 

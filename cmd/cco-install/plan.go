@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/guard/wiring"
@@ -163,6 +165,8 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 			GID:          gid,
 			Content:      []byte(sandbox.DefaultConfigTOML),
 			KeepExisting: true,
+			Validate:     checkSandboxConfig,
+			ValidateFix:  sandboxConfigFix,
 		},
 	)
 	// The guard and the policy that wires it cover every known agent, like
@@ -201,6 +205,16 @@ func buildPlan(run *provision.View, cfg *Config, o *options) ([]provision.Step, 
 	return steps, nil
 }
 
+// sandboxConfigFix is the fix of a sandbox.toml that every launch refuses,
+// in a run's report and in status alike.
+const sandboxConfigFix = "fix the file: every launch refuses it"
+
+// checkSandboxConfig is the launch's own reading of sandbox.toml.
+func checkSandboxConfig(b []byte) error {
+	_, err := sandbox.ParseConfig(b, sandbox.ConfigPath)
+	return err
+}
+
 // inContainer detects an image build by the target's container markers
 // only: a missing TTY is not one (Ansible and ssh runs have none), and a
 // root staged from inside a container is not an image because the host is.
@@ -216,20 +230,30 @@ func inContainer(root provision.FileReader) bool {
 	return false
 }
 
+// httpClient is the vendors' HTTP client: nil, the default transport (it
+// honours HTTPS_PROXY and NO_PROXY). The test binary injects a dialer.
+var httpClient *http.Client
+
 // vendorConfig maps the configuration keys onto vendorfetch's settings.
 func vendorConfig(cfg *Config, run *provision.View, o *options) (vendorfetch.Config, error) {
 	v := vendorfetch.DefaultConfig()
 	v.Agents = cfg.Agents
 	v.UnpackLimit, v.Retries, v.Backoff, v.Timeout = cfg.UnpackLimit, cfg.Retries, cfg.Backoff, cfg.Timeout
+	v.RetryBudget, v.HTTPClient = cfg.RetryBudget, httpClient
 	v.Bundle, v.Progress, v.Log = cfg.Bundle, cfg.Progress, run.Log
 	v.Platform = cfg.String("platform")
 	v.Upgrade = map[string]bool{}
-	up, err := agentList("--upgrade", o.upgrade, cfg.Agents)
+	up, err := agentList("--upgrade", o.upgrade, upgradable(cfg.Agents, run.Receipt))
 	if err != nil {
 		return v, err
 	}
 	for _, a := range up {
 		v.Upgrade[a] = true
+		// --upgrade NAME installs a known agent that `agents` does not
+		// name yet: the command the shadow names for it works.
+		if !slices.Contains(v.Agents, a) {
+			v.Agents = append(slices.Clone(v.Agents), a)
+		}
 	}
 	v.AllowDowngrade = o.allowDowngrade
 	if o.adopt {
@@ -255,8 +279,28 @@ func foreignPolicies(cfg *Config) map[string]string {
 	return out
 }
 
+// upgradable is what `--upgrade all` upgrades: the agents key's agents
+// and every agent the receipt records as installed (one that --upgrade
+// NAME added), so that the daily timer keeps each installed agent current.
+func upgradable(configured []string, rc *provision.Receipt) []string {
+	return append(slices.Clone(configured), unconfigured(configured, rc)...)
+}
+
+// unconfigured are the agents the receipt records as installed that the
+// agents key does not name (--upgrade NAME installed them).
+func unconfigured(configured []string, rc *provision.Receipt) []string {
+	var out []string
+	for _, a := range knownAgents {
+		if _, ok := rc.Extra["vendor."+a]; ok && !slices.Contains(configured, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // agentList reads an --upgrade/--rollback value: an agent's name, or all,
-// which is the agents whose vendor steps run (the agents key).
+// which is the agents given (the agents key, and for --upgrade the agents
+// installed).
 func agentList(flag string, vals, all []string) ([]string, error) {
 	var out []string
 	for _, a := range vals {

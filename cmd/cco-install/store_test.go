@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -28,6 +29,10 @@ type vendorStore struct {
 	codex    map[string][]byte // version -> tar.gz
 	stable   atomic.Value      // string
 	latest   atomic.Value      // string
+	// stall is a claude version whose binary is never sent: its request
+	// waits until the client goes (stalled is told it began).
+	stall   atomic.Value // string
+	stalled chan struct{}
 }
 
 func fakeClaude(v string) []byte {
@@ -54,7 +59,8 @@ func fakeCodexPackage(v string) []byte {
 }
 
 func newVendorStore() *vendorStore {
-	s := &vendorStore{claude: map[string][]byte{}, codex: map[string][]byte{}}
+	s := &vendorStore{claude: map[string][]byte{}, codex: map[string][]byte{}, stalled: make(chan struct{}, 1)}
+	s.stall.Store("")
 	for _, v := range []string{"2.1.328", "2.1.330", "2.1.331", "2.1.332"} {
 		s.claude[v] = fakeClaude(v)
 	}
@@ -88,6 +94,14 @@ func (s *vendorStore) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, `{"version": %q, "buildDate": "2026-11-01T00:00:00Z", "platforms": {"linux-x64": {"binary": "claude", "checksum": %q, "size": %d}}}`, parts[0], sum(bin), len(bin))
 			return
 		case len(parts) == 3 && parts[1] == "linux-x64" && parts[2] == "claude":
+			if parts[0] == s.stall.Load() {
+				select {
+				case s.stalled <- struct{}{}:
+				default:
+				}
+				<-r.Context().Done()
+				return
+			}
 			w.Write(bin)
 			return
 		}
@@ -111,10 +125,12 @@ func (s *vendorStore) serve(w http.ResponseWriter, r *http.Request) {
 // cmdVendorStore: "vendorstore start" serves the store and sets
 // CCO_CLAUDE_BASE_URL and CCO_CODEX_BASE_URLS; "vendorstore requests N"
 // checks how many requests it answered since the last check; "vendorstore
-// release claude|codex V" moves a channel; "vendorstore stop" closes it.
+// release claude|codex V" moves a channel; "vendorstore stop" closes it;
+// "vendorstore stall V" never sends claude V's binary, and "vendorstore
+// waitstall" waits until a download of it began.
 func cmdVendorStore(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) == 0 {
-		ts.Fatalf("usage: vendorstore start|stop|requests N|release AGENT V")
+		ts.Fatalf("usage: vendorstore start|stop|requests N|release AGENT V|stall V|waitstall")
 	}
 	box := ts.Value(storeKey{}).(*storeBox)
 	switch args[0] {
@@ -136,6 +152,14 @@ func cmdVendorStore(ts *testscript.TestScript, neg bool, args []string) {
 		got := box.Load().requests.Swap(0)
 		if (got == want) == neg {
 			ts.Fatalf("the store answered %d requests, want %d", got, want)
+		}
+	case "stall":
+		box.Load().stall.Store(args[1])
+	case "waitstall":
+		select {
+		case <-box.Load().stalled:
+		case <-time.After(30 * time.Second):
+			ts.Fatalf("no download of the stalled version began")
 		}
 	case "release":
 		if args[1] == "claude" {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/testenv"
 )
 
@@ -268,6 +269,24 @@ func TestRefusals(t *testing.T) {
 			back()
 			if r.code != 127 || !strings.Contains(r.stderr, "sudo cco-install --upgrade "+name) {
 				t.Errorf("%s: %d %q", name, r.code, r.stderr)
+			}
+		}
+	})
+	// Gemini's Node runs as every gemini user: one another user can
+	// change is refused at launch, naming it and the fix.
+	t.Run("interpreter not root's alone", func(t *testing.T) {
+		for _, p := range agent.All() {
+			if p.Interpreter == "" {
+				continue
+			}
+			node := filepath.Join(root, p.Interpreter)
+			if err := os.Chown(node, 1000, 1000); err != nil {
+				t.Fatal(err)
+			}
+			r := runCmd(t, w.cmd(root, p.Name, w.ws, "probe", probe))
+			os.Chown(node, 0, 0)
+			if r.code != 127 || !strings.Contains(r.stderr, node+" is not root's alone") || !strings.Contains(r.stderr, "is owned by uid 1000") || !strings.Contains(r.stderr, "chown root:root") {
+				t.Errorf("%s: %d %q", p.Name, r.code, r.stderr)
 			}
 		}
 	})

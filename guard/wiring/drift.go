@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -165,12 +164,9 @@ func pathDrift(root *provision.Root, u *provision.User) []provision.Finding {
 func prependingRC(root *provision.Root, home string) []string {
 	var out []string
 	for _, rel := range rcfile.Files {
-		f, err := root.OpenNoFollow(path.Join(home, rel))
-		if err != nil {
-			continue
-		}
-		b, err := io.ReadAll(f)
-		f.Close()
+		// A FIFO or a huge file there is refused unread (the take-over's
+		// scan of the same files names it).
+		b, err := provision.ReadCapped(root, path.Join(home, rel))
 		if err != nil {
 			continue
 		}

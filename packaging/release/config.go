@@ -18,8 +18,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// File is goreleaser.yaml. The sections mkpkg does not read (before,
-// archives, checksum's siblings, release, changelog) are kept as raw nodes.
+// File is goreleaser.yaml. The sections mkpkg does not read (archives,
+// checksum's siblings, release, changelog) are kept as raw nodes.
 type File struct {
 	Version     int       `yaml:"version"`
 	ProjectName string    `yaml:"project_name"`
@@ -28,10 +28,17 @@ type File struct {
 	Builds      []Build   `yaml:"builds"`
 	NFPMs       []NFPM    `yaml:"nfpms"`
 	Checksum    Checksum  `yaml:"checksum"`
-	Before      yaml.Node `yaml:"before"`
+	Before      Before    `yaml:"before"`
 	Archives    yaml.Node `yaml:"archives"`
 	Release     yaml.Node `yaml:"release"`
 	Changelog   yaml.Node `yaml:"changelog"`
+}
+
+// Before is the before section: commands run before the builds. mkpkg
+// runs those that are "go run" (they make package contents under build/,
+// such as the man pages); the others (ansible-galaxy) are the release's.
+type Before struct {
+	Hooks []string `yaml:"hooks"`
 }
 
 // Build is one entry of builds.
@@ -97,9 +104,12 @@ type RPM struct {
 
 // Content is one entry of an nfpm's contents.
 type Content struct {
-	Src      string   `yaml:"src"`
-	Dst      string   `yaml:"dst"`
-	Type     string   `yaml:"type"`
+	Src  string `yaml:"src"`
+	Dst  string `yaml:"dst"`
+	Type string `yaml:"type"`
+	// Packager limits the entry to one format (deb or rpm): a file whose
+	// standard place differs between the distributions.
+	Packager string   `yaml:"packager"`
 	FileInfo FileInfo `yaml:"file_info"`
 }
 

@@ -14,10 +14,10 @@ import (
 )
 
 // Packages builds every nfpm package for every requested arch and format
-// from binaries already laid out by BuildBinaries, then writes the checksum
-// file over them.
+// from binaries already laid out by BuildBinaries and the contents the
+// before hooks make (Generate), then writes the checksum file over them.
 func Packages(ctx context.Context, f *File, o *Options) ([]Artifact, error) {
-	if err := o.fill(f); err != nil {
+	if err := Generate(ctx, f, o); err != nil {
 		return nil, err
 	}
 	var out []Artifact
@@ -131,6 +131,7 @@ func (o *Options) Info(f *File, n *NFPM, arch, format string) (*nfpm.Info, error
 			Source:      o.resolve(f, src),
 			Destination: dst,
 			Type:        c.Type,
+			Packager:    c.Packager,
 			FileInfo:    fi,
 		})
 	}
@@ -149,13 +150,17 @@ func (o *Options) Info(f *File, n *NFPM, arch, format string) (*nfpm.Info, error
 }
 
 // resolve maps a goreleaser path (relative to the checkout, or under the
-// dist directory) to this run's.
+// dist directory) to this run's. What the before hooks make under build/
+// is this run's too: it is under the dist directory (see Generate).
 func (o *Options) resolve(f *File, p string) string {
 	if filepath.IsAbs(p) {
 		return p
 	}
 	if rest, ok := strings.CutPrefix(filepath.ToSlash(p), f.Dist+"/"); ok {
 		return filepath.Join(o.Dist, rest)
+	}
+	if strings.HasPrefix(filepath.ToSlash(p), generatedDir+"/") {
+		return filepath.Join(o.Dist, p)
 	}
 	return filepath.Join(o.Repo, p)
 }

@@ -6,10 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/testenv"
 )
 
@@ -111,7 +113,12 @@ func TestDebLayout(t *testing.T) {
 		t.Errorf("control fields:\n%s", got)
 	}
 	list := run(t, "dpkg-deb", "--contents", deb)
-	for _, want := range []string{"-rwxr-xr-x root/root", "./usr/bin/cco-install", "./usr/lib/cco/shadow", "./usr/lib/cco/egress-proxy", "2023-11-14 22:13"} {
+	for _, want := range []string{"-rwxr-xr-x root/root", "./usr/bin/cco-install", "./usr/lib/cco/shadow", "./usr/lib/cco/egress-proxy", "2023-11-14 22:13",
+		// The man pages, completion where each shell looks (Debian's zsh
+		// in vendor-completions), and the copyright file.
+		"./usr/share/man/man8/cco-install.8", "./usr/share/man/man8/cco-install-status.8",
+		"./usr/share/bash-completion/completions/cco-install", "./usr/share/zsh/vendor-completions/_cco-install",
+		"./usr/share/fish/vendor_completions.d/cco-install.fish", "./usr/share/doc/cco/copyright"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("contents lack %q:\n%s", want, list)
 		}
@@ -124,6 +131,16 @@ func TestDebLayout(t *testing.T) {
 	for _, p := range []string{"./usr/bin/shadow", "./usr/bin/egress-proxy"} {
 		if strings.Contains(list, p) {
 			t.Errorf("%s: the shadow and the egress proxy must not be on PATH:\n%s", p, list)
+		}
+	}
+	if strings.Contains(list, "site-functions") {
+		t.Errorf("the deb carries the rpm's zsh place:\n%s", list)
+	}
+	// The description names every agent of the agent table.
+	desc := run(t, "dpkg-deb", "--field", deb, "Description")
+	for _, name := range agent.Names() {
+		if !regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(name) + `\b`).MatchString(desc) {
+			t.Errorf("the package description does not name the agent %s (goreleaser.yaml, nfpms description):\n%s", name, desc)
 		}
 	}
 	ctl := t.TempDir()
@@ -149,8 +166,24 @@ func TestRPMLayout(t *testing.T) {
 	if got := run(t, "rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH} %{BUILDHOST} %{BUILDTIME}\n", rpm); got != "cco 0.2.0 x86_64 cco-release 1700000000\n" {
 		t.Errorf("header: %q", got)
 	}
-	if got := run(t, "rpm", "-qpl", rpm); got != "/usr/bin/cco-install\n/usr/lib/cco/egress-proxy\n/usr/lib/cco/shadow\n/usr/lib/systemd/system/cco-upgrade.service\n/usr/lib/systemd/system/cco-upgrade.timer\n/usr/share/doc/cco/README\n" {
-		t.Errorf("files:\n%s", got)
+	// The man pages are one per command: all of them, and cco-install(8).
+	var files, man []string
+	for _, l := range strings.Split(strings.TrimSpace(run(t, "rpm", "-qpl", rpm)), "\n") {
+		if strings.HasPrefix(l, "/usr/share/man/man8/cco-install") && strings.HasSuffix(l, ".8") {
+			man = append(man, l)
+			continue
+		}
+		files = append(files, l)
+	}
+	want := []string{"/usr/bin/cco-install", "/usr/lib/cco/egress-proxy", "/usr/lib/cco/shadow",
+		"/usr/lib/systemd/system/cco-upgrade.service", "/usr/lib/systemd/system/cco-upgrade.timer",
+		"/usr/share/bash-completion/completions/cco-install", "/usr/share/doc/cco/README", "/usr/share/doc/cco/copyright",
+		"/usr/share/fish/vendor_completions.d/cco-install.fish", "/usr/share/zsh/site-functions/_cco-install"}
+	if strings.Join(files, "\n") != strings.Join(want, "\n") {
+		t.Errorf("files:\n%s\nwant (besides the man pages):\n%s", strings.Join(files, "\n"), strings.Join(want, "\n"))
+	}
+	if !slices.Contains(man, "/usr/share/man/man8/cco-install.8") || !slices.Contains(man, "/usr/share/man/man8/cco-install-status.8") {
+		t.Errorf("the man pages: %v", man)
 	}
 	if got := run(t, "rpm", "-qp", "--requires", rpm); !strings.HasPrefix(got, "bubblewrap\n") {
 		t.Errorf("requires:\n%s", got)

@@ -118,6 +118,9 @@ func TestSigningKeyMissing(t *testing.T) {
 	if _, err := BuildBinaries(context.Background(), f, o); err != nil {
 		t.Fatal(err)
 	}
+	if err := Generate(context.Background(), f, o); err != nil {
+		t.Fatal(err)
+	}
 	_, err = o.Info(f, &f.NFPMs[0], "amd64", "deb")
 	if err == nil || !strings.Contains(err.Error(), "absent.asc") || !strings.Contains(err.Error(), "signature.key_file") {
 		t.Errorf("a missing key file: %v", err)
