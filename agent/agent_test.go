@@ -79,6 +79,9 @@ func TestClaudeArgs(t *testing.T) {
 		want []string
 	}{
 		{"plain", nil, false, []string{"--no-chrome"}},
+		{"version alone", []string{"--version"}, true, []string{"--version"}},
+		{"-v alone", []string{"-v"}, false, []string{"-v"}},
+		{"version and more", []string{"--version", "--chrome"}, false, []string{"--no-chrome", "--version"}},
 		{"skip", nil, true, []string{"--no-chrome", "--dangerously-skip-permissions"}},
 		{"strip chrome", []string{"--chrome", "-p", "hi"}, false, []string{"--no-chrome", "-p", "hi"}},
 		{"strip chrome=", []string{"--chrome=true", "x"}, false, []string{"--no-chrome", "x"}},

@@ -11,6 +11,12 @@ import (
 // --chrome. Claude's options are global, so the injected flags go first,
 // where every subcommand accepts them. Nothing after "--" is touched.
 func claudeArgs(user []string, o Options) []string {
+	// A lone version request is answered before Claude Code loads
+	// anything (its fast path), and only while it is the one argument:
+	// nothing is injected, since nothing would run.
+	if len(user) == 1 && claudeVersionFlags[user[0]] {
+		return []string{user[0]}
+	}
 	out := make([]string, 0, len(user)+2)
 	out = append(out, "--no-chrome")
 	if o.SkipPermissions {
@@ -30,6 +36,9 @@ func claudeArgs(user []string, o Options) []string {
 	}
 	return out
 }
+
+// claudeVersionFlags are Claude Code's version flags.
+var claudeVersionFlags = map[string]bool{"--version": true, "-v": true, "-V": true}
 
 // codexBypass turns Codex's own sandbox off: inside the jail its bundled
 // bwrap cannot work, and the jail is the boundary.

@@ -35,6 +35,12 @@ func FuzzClaudeArgs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, skip bool) {
 		user := argvfuzz.Split(s)
 		got := p.Args(user, Options{SkipPermissions: skip})
+		if len(user) == 1 && claudeVersionFlags[user[0]] {
+			if !slices.Equal(got, user) {
+				t.Fatalf("Args(%q) = %q: a lone version flag must pass alone", user, got)
+			}
+			return
+		}
 		injected := []string{"--no-chrome"}
 		if skip {
 			injected = append(injected, "--dangerously-skip-permissions")

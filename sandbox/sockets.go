@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+
+	"github.com/cco-dev/cco/sandbox/hostview"
 )
 
 // A read-only mount does not stop connect(2) on a unix socket: the write
@@ -15,8 +18,31 @@ import (
 // namespace's /proc/net/unix lists the bound pathname sockets, cheaply; the
 // launcher runs there, so its view is the host's.
 
-// procNetUnix is read for the list; tests point it elsewhere.
+// procNetUnix is read for the list where sock_diag cannot give it (and
+// by tests, which point it at a file of their own).
 var procNetUnix = "/proc/net/unix"
+
+// hostSockets lists the host's bound pathname sockets: sock_diag's binary
+// dump where it answers (several times cheaper on a host with thousands),
+// else /proc/net/unix.
+func hostSockets() []string {
+	if procNetUnix == "/proc/net/unix" {
+		if ps, err := hostview.UnixSocketPaths(); err == nil {
+			return ps
+		}
+	}
+	b, err := os.ReadFile(procNetUnix)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range bytes.Split(b, []byte("\n"))[1:] {
+		if p := socketPath(line); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // socketMasks are the masks for the listed host sockets the jail would
 // otherwise see. Outside the trees bound read-write, a directory that holds
@@ -29,8 +55,8 @@ var procNetUnix = "/proc/net/unix"
 // user can make sockets only in world-writable directories or their own
 // home (hidden): no count of them adds more than one mount a directory.
 func socketMasks(s *Spec) []Mask {
-	b, err := os.ReadFile(procNetUnix)
-	if err != nil {
+	socks := hostSockets()
+	if len(socks) == 0 {
 		return nil
 	}
 	rw := s.readWriteTrees()
@@ -39,28 +65,37 @@ func socketMasks(s *Spec) []Mask {
 		binds = append(binds, s.Home)
 	}
 	s.eachBind(func(b *Bind, _ bool) { binds = append(binds, b.Dst) })
-	var out []Mask
-	seen := map[string]bool{}
-	dirs := map[string]bool{}
-	for _, line := range bytes.Split(b, []byte("\n"))[1:] {
-		p := socketPath(line)
-		if p == "" || seen[p] {
-			continue
-		}
-		seen[p] = true
+	// By directory: a directory's visibility is decided once, and only a
+	// socket masked on its own is looked at (lstat) one by one.
+	byDir := map[string][]string{}
+	for _, p := range socks {
 		d := filepath.Dir(p)
-		if dirs[d] || under(p, s.Private) || !s.hostVisible(p) {
-			continue
-		}
-		if fi, err := os.Lstat(p); err != nil || fi.Mode()&fs.ModeSocket == 0 {
-			continue
-		}
-		if under(p, rw) || systemTop[d] {
-			out = append(out, Mask{Path: p, Kind: MaskFile, Socket: true})
-			continue
-		}
-		dirs[d] = true
+		byDir[d] = append(byDir[d], p)
 	}
+	var out []Mask
+	dirs := map[string]bool{}
+	for d, ps := range byDir {
+		if under(ps[0], s.Private) || !s.hostVisible(ps[0]) {
+			continue
+		}
+		if !under(ps[0], rw) && !systemTop[d] {
+			if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+				dirs[d] = true
+			}
+			continue
+		}
+		seen := map[string]bool{}
+		for _, p := range ps {
+			if seen[p] || !s.hostVisible(p) {
+				continue
+			}
+			seen[p] = true
+			if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+				out = append(out, Mask{Path: p, Kind: MaskFile, Socket: true})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Mask) int { return strings.Compare(a.Path, b.Path) })
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		if under(d, slices.Collect(maps.Keys(dirs))) {
 			continue // its parent is masked already

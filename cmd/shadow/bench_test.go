@@ -200,7 +200,7 @@ func planJail(b *testing.B, root, name string, uid int, home, ws string) *bareBw
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, ph := range prep.Placeholders {
+	for _, ph := range append(prep.Placeholders, prep.StandIns...) {
 		if ph.Dir {
 			err = os.Mkdir(ph.Path, 0o700)
 		} else {

@@ -371,7 +371,7 @@ func startInHome(t *testing.T, root string, w *world) {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
