@@ -9,6 +9,7 @@ import (
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/hostview"
 	"github.com/cco-dev/cco/sandbox/pty"
 )
 
@@ -36,8 +37,16 @@ func TestArgvGolden(t *testing.T) {
 		*v = p
 		t.Cleanup(func() { *v = old })
 	}
-	fake(&procMountinfo, "mountinfo", "30 22 0:27 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n")
-	fake(&procCgroup, "cgroup", "0::/user.slice/user-1000.slice/session-1.scope\n")
+	oldHost := sysHost
+	sysHost = func() hostview.Host {
+		return hostview.Host{Exists: func(string) bool { return true }, FSType: func(p string) int64 {
+			if p == "/sys/fs/cgroup" {
+				return 0x63677270 // cgroup2
+			}
+			return 0
+		}, Cgroup: "0::/user.slice/user-1000.slice/session-1.scope\n"}
+	}
+	t.Cleanup(func() { sysHost = oldHost })
 	fake(&etcPasswd, "passwd", "root:x:0:0::/root:/bin/bash\nada:x:1000:1000::/home/ada:/bin/bash\nbob:x:1001:1001::/srv/cco-golden-no-such-home:/bin/bash\n")
 	base := filepath.Dir(filepath.Dir(f.ws))
 	socket := filepath.Join(f.rt, "egress.sock")

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cco-dev/cco/sandbox/hostview"
 )
 
@@ -15,17 +17,30 @@ import (
 
 // Host files the view reads; tests point them elsewhere.
 var (
-	procMountinfo = "/proc/self/mountinfo"
-	procCgroup    = "/proc/self/cgroup"
-	etcPasswd     = "/etc/passwd"
+	procCgroup = "/proc/self/cgroup"
+	etcPasswd  = "/etc/passwd"
 )
+
+// sysHost is the host as hostview.Sys asks of it; tests give it another.
+var sysHost = func() hostview.Host {
+	cg, _ := ReadCapped(procCgroup)
+	return hostview.Host{
+		Exists: func(p string) bool { _, err := os.Lstat(p); return err == nil },
+		FSType: func(p string) int64 {
+			var st unix.Statfs_t
+			if unix.Statfs(p, &st) != nil {
+				return 0
+			}
+			return st.Type
+		},
+		Cgroup: string(cg),
+	}
+}
 
 // sysView masks /sys's view of the host's wiring and shows the jail's own
 // cgroup where runtimes look for their limits.
 func (pl *planner) sysView() {
-	mi, _ := ReadCapped(procMountinfo)
-	cg, _ := ReadCapped(procCgroup)
-	v := hostview.Sys(string(mi), string(cg), func(p string) bool { _, err := os.Lstat(p); return err == nil })
+	v := hostview.Sys(sysHost())
 	for _, m := range v.Masks {
 		pl.s.Masks = append(pl.s.Masks, Mask{Path: m, Kind: MaskDir})
 	}

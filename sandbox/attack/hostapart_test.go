@@ -276,7 +276,7 @@ func TestHostTerminalOutOfReach(t *testing.T) {
 				if c.SysProcAttr == nil {
 					c.SysProcAttr = &syscall.SysProcAttr{}
 				}
-				c.SysProcAttr.Setsid, c.SysProcAttr.Setctty, c.SysProcAttr.Ctty = true, true, 0
+				c.SysProcAttr.Setsid, c.SysProcAttr.Setctty, c.SysProcAttr.Ctty, c.SysProcAttr.Setpgid = true, true, 0, false
 				var out strings.Builder
 				done := make(chan struct{})
 				go func() {

@@ -6,7 +6,6 @@
 package hostview
 
 import (
-	"bufio"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,9 +26,22 @@ var netDirs = []string{"/sys/class/net", "/sys/devices/virtual/net"}
 // cgroupRoot is where the cgroup hierarchies are mounted.
 const cgroupRoot = "/sys/fs/cgroup"
 
-// Sys is the jail's /sys for a host with mount table mountinfo
-// (/proc/self/mountinfo) and a launcher in the cgroups of procCgroup
-// (/proc/self/cgroup). exists reports whether a host path exists.
+// Host is what Sys asks of the host: whether a path exists, its
+// filesystem's magic number (statfs), and the launcher's cgroups
+// (/proc/self/cgroup's text).
+type Host struct {
+	Exists func(string) bool
+	FSType func(string) int64
+	Cgroup string
+}
+
+// Filesystem magic numbers (linux/magic.h).
+const (
+	cgroup2Magic = 0x63677270
+	cgroupMagic  = 0x27e0eb
+)
+
+// Sys is the jail's /sys on host h.
 //
 // The host's cgroup tree is hidden; the jail's own cgroup is shown where
 // the runtimes that size their heaps and thread pools by its limits look
@@ -38,17 +50,17 @@ const cgroupRoot = "/sys/fs/cgroup"
 // the memory and cpu hierarchies' own directories are bound over theirs in
 // an otherwise empty /sys/fs/cgroup. A launcher in a hierarchy's root has
 // no limits there to show. CPU counts need nothing: nproc asks the
-// scheduler, and /sys/devices/system/cpu stays.
-func Sys(mountinfo, procCgroup string, exists func(string) bool) SysView {
+// scheduler, and /sys/devices/system/cpu stays. statfs tells the
+// hierarchies apart: the mount table would cost a read of every mount.
+func Sys(h Host) SysView {
 	var v SysView
 	for _, d := range netDirs {
-		if exists(d) {
+		if h.Exists(d) {
 			v.Masks = append(v.Masks, d)
 		}
 	}
-	own := ownCgroups(procCgroup)
-	mounts := cgroupMounts(mountinfo)
-	if m, ok := mounts[cgroupRoot]; ok && m.fstype == "cgroup2" {
+	own := ownCgroups(h.Cgroup)
+	if h.FSType(cgroupRoot) == cgroup2Magic {
 		if p := own[""]; p != "" && p != "/" {
 			v.Binds = append(v.Binds, [2]string{filepath.Join(cgroupRoot, p), cgroupRoot})
 		} else {
@@ -56,72 +68,29 @@ func Sys(mountinfo, procCgroup string, exists func(string) bool) SysView {
 		}
 		return v
 	}
-	if !exists(cgroupRoot) {
+	if !h.Exists(cgroupRoot) {
 		return v
 	}
 	v.Masks = append(v.Masks, cgroupRoot)
-	for _, ctrl := range []string{"memory", "cpu"} {
-		for _, dst := range slices.Sorted(mapKeys(mounts)) {
-			m := mounts[dst]
-			if m.fstype != "cgroup" || !slices.Contains(m.options, ctrl) {
+	for key, p := range own {
+		if p == "" || p == "/" {
+			continue
+		}
+		for _, ctrl := range strings.Split(key, ",") {
+			if ctrl != "memory" && ctrl != "cpu" {
 				continue
 			}
-			if p := own[strings.Join(m.options, ",")]; p != "" && p != "/" {
-				v.Binds = append(v.Binds, [2]string{filepath.Join(dst, p), dst})
+			// The hierarchy is mounted at its controller list's name
+			// (cpu,cpuacct), with a link per controller.
+			dir := filepath.Join(cgroupRoot, key)
+			if h.FSType(dir) == cgroupMagic {
+				v.Binds = append(v.Binds, [2]string{filepath.Join(dir, p), dir})
 			}
+			break
 		}
 	}
+	slices.SortFunc(v.Binds, func(a, b [2]string) int { return strings.Compare(a[1], b[1]) })
 	return v
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-type cgroupMount struct {
-	fstype  string
-	options []string // the v1 controllers
-}
-
-// cgroupMounts are the cgroup mounts at or below /sys/fs/cgroup, by mount
-// point.
-func cgroupMounts(mountinfo string) map[string]cgroupMount {
-	out := map[string]cgroupMount{}
-	sc := bufio.NewScanner(strings.NewReader(mountinfo))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 {
-			continue
-		}
-		dst := unescape(f[4])
-		if dst != cgroupRoot && !strings.HasPrefix(dst, cgroupRoot+"/") {
-			continue
-		}
-		if g[0] != "cgroup" && g[0] != "cgroup2" {
-			continue
-		}
-		var ctrls []string
-		for _, o := range strings.Split(g[2], ",") {
-			switch o {
-			case "rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec", "nsdelegate", "memory_recursiveprot":
-			default:
-				ctrls = append(ctrls, o)
-			}
-		}
-		out[dst] = cgroupMount{fstype: g[0], options: ctrls}
-	}
-	return out
 }
 
 // ownCgroups maps each hierarchy's controllers ("" for v2, "cpu" or
@@ -136,25 +105,6 @@ func ownCgroups(procCgroup string) map[string]string {
 		}
 	}
 	return out
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // OtherHomes are the home directories of the other accounts in passwd
