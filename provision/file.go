@@ -17,6 +17,7 @@ import (
 	udiff "github.com/aymanbagabas/go-udiff"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // File is a step that owns one regular file on the target system. Its bytes
@@ -352,10 +353,13 @@ func (run *Run) Backup(target string) (string, error) {
 }
 
 func (f *File) diff(run *View, fi fs.FileInfo) string {
+	// The report prints the diff through the one printer as lines; the
+	// path in its headers is one line.
+	target := safetext.Escape(f.target())
 	var old []byte
 	if fi != nil {
 		if fi.Size() > 1<<20 {
-			return fmt.Sprintf("(%s: a large file, its diff is not shown)\n", f.target())
+			return fmt.Sprintf("(%s: a large file, its diff is not shown)\n", target)
 		}
 		b, err := run.Root.ReadFile(f.target())
 		if err != nil {
@@ -369,18 +373,18 @@ func (f *File) diff(run *View, fi fs.FileInfo) string {
 	} else if st, err := os.Stat(f.SourcePath); err == nil && st.Size() <= 1<<20 {
 		new, _ = os.ReadFile(f.SourcePath)
 	} else {
-		return fmt.Sprintf("(%s: a large file, its diff is not shown)\n", f.target())
+		return fmt.Sprintf("(%s: a large file, its diff is not shown)\n", target)
 	}
 	// A binary gets one line, no diff headers: a patch tool would take
 	// headers for a patch it cannot apply.
 	if !isText(old) || !isText(new) {
-		return fmt.Sprintf("(%s: a binary file, its diff is not shown)\n", f.target())
+		return fmt.Sprintf("(%s: a binary file, its diff is not shown)\n", target)
 	}
-	oldLabel := f.target()
+	oldLabel := target
 	if fi == nil {
 		oldLabel = "/dev/null"
 	}
-	return udiff.Unified(oldLabel, f.target(), string(old), string(new))
+	return udiff.Unified(oldLabel, target, string(old), string(new))
 }
 
 func isText(b []byte) bool {

@@ -2,11 +2,12 @@ package provision
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"time"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // FileReader reads a target tree and never writes it. *Root is one; so is
@@ -101,10 +102,11 @@ type View struct {
 	Now func() time.Time
 }
 
-// Logf writes a progress line for people.
+// Logf writes a progress line for people, through the one printer: the
+// values it names (paths in homes, users' names) stay on the line.
 func (v *View) Logf(format string, args ...any) {
 	if v.Log != nil {
-		fmt.Fprintf(v.Log, format+"\n", args...)
+		safetext.Linef(v.Log, format, args...)
 	}
 }
 

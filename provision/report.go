@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // ReportSchema is the version of the --json document. Fleet tools parse it:
@@ -80,18 +82,21 @@ func (rep *Report) WriteText(w io.Writer) {
 		width = max(width, len(s.ID))
 	}
 	for _, s := range rep.Steps {
-		fmt.Fprintf(w, "%-8s %-*s  %s\n", s.Status, width, s.ID, shorten(s.Detail))
+		// Details, warnings, snippets and diffs quote paths and file
+		// contents from homes and foreign files: each goes through the
+		// one printer, a detail or a warning as one line.
+		safetext.Linef(w, "%-8s %-*s  %s", s.Status, width, s.ID, shorten(s.Detail))
 		for _, warn := range s.Warnings {
-			fmt.Fprintf(w, "%-8s %-*s  warning: %s\n", "", width, "", warn)
+			safetext.Linef(w, "%-8s %-*s  warning: %s", "", width, "", warn)
 		}
 		if s.Snippet != "" {
 			fmt.Fprintf(w, "%-8s %-*s  merge this by hand:\n", "", width, "")
 			for _, l := range strings.Split(strings.TrimRight(s.Snippet, "\n"), "\n") {
-				fmt.Fprintf(w, "    %s\n", l)
+				fmt.Fprintf(w, "    %s\n", safetext.Lines(l))
 			}
 		}
 		if s.Diff != "" {
-			fmt.Fprint(w, s.Diff)
+			fmt.Fprint(w, safetext.Lines(s.Diff))
 			if !strings.HasSuffix(s.Diff, "\n") {
 				fmt.Fprintln(w)
 			}

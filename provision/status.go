@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"sort"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // Statuses of an owned path in `cco-install status`.
@@ -160,16 +162,16 @@ func (rep *StatusReport) WriteJSON(w io.Writer) error {
 func (rep *StatusReport) WriteText(w io.Writer) {
 	for _, p := range rep.Paths {
 		if p.Status != PathOK {
-			fmt.Fprintf(w, "%-8s %s\n", p.Status, p.Detail)
+			safetext.Linef(w, "%-8s %s", p.Status, p.Detail)
 			if p.Fix != "" {
-				fmt.Fprintf(w, "%-8s fix: %s\n", "", p.Fix)
+				safetext.Linef(w, "%-8s fix: %s", "", p.Fix)
 			}
 		}
 	}
 	for _, f := range rep.Findings {
-		fmt.Fprintf(w, "%-8s %s\n", "drift", f.Detail)
+		safetext.Linef(w, "%-8s %s", "drift", f.Detail)
 		if f.Fix != "" {
-			fmt.Fprintf(w, "%-8s fix: %s\n", "", f.Fix)
+			safetext.Linef(w, "%-8s fix: %s", "", f.Fix)
 		}
 	}
 	if rep.InSync {

@@ -1,7 +1,6 @@
 package vendorfetch
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/cco-dev/cco/internal/safetext"
 )
 
 // progressInterval is how often a plain progress line is written when the
@@ -18,29 +19,38 @@ var progressInterval = 5 * time.Second
 
 // progress draws a bar on a terminal and plain lines elsewhere.
 type progress struct {
-	w   io.Writer
-	bar bool
+	w    io.Writer
+	barW io.Writer // w, or the terminal under it for the bar
+	bar  bool
 }
 
 func newProgress(w io.Writer, mode string) *progress {
 	if w == nil {
 		w = io.Discard
 	}
-	p := &progress{w: w}
+	p := &progress{w: w, barW: w}
+	// The bar draws with control codes of its own, which the one printer
+	// would escape: it writes to the terminal under it, and the one value
+	// it shows, a file name from a mirror, is escaped.
+	if sw, ok := w.(safetext.Writer); ok {
+		p.barW = sw.W
+	}
 	switch mode {
 	case "always":
 		p.bar = true
 	case "never":
 	default:
-		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if f, ok := p.barW.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 			p.bar = true
 		}
 	}
 	return p
 }
 
+// logf writes one line through the one printer: URLs and errors come
+// from a mirror.
 func (p *progress) logf(format string, args ...any) {
-	fmt.Fprintf(p.w, format+"\n", args...)
+	safetext.Linef(p.w, format, args...)
 }
 
 // transfer is one download's progress; it is an io.Writer fed the bytes.
@@ -55,10 +65,10 @@ type transfer struct {
 }
 
 func (p *progress) start(url string, total int64) *transfer {
-	t := &transfer{p: p, name: path.Base(url), total: total, last: time.Now()}
+	t := &transfer{p: p, name: safetext.Escape(path.Base(url)), total: total, last: time.Now()}
 	if p.bar {
 		t.bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetWriter(p.barW),
 			progressbar.OptionSetDescription("downloading "+t.name),
 			progressbar.OptionShowBytes(true),
 			progressbar.OptionThrottle(100*time.Millisecond),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cco-dev/cco/guard/wiring"
+	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
@@ -35,16 +36,18 @@ func printConfig(cfg *Config, o *options, stdout io.Writer) (int, error) {
 		return code, enc.Encode(doc)
 	}
 	for _, l := range lines {
+		// A value as a JSON string, its controls as \u escapes: it stays
+		// a literal to paste into the file.
 		b, _ := json.Marshal(l.Value)
-		fmt.Fprintf(stdout, "%s = %s  # %s", l.Key, b, l.Source)
+		line := fmt.Sprintf("%s = %s  # %s", l.Key, safetext.JSON(b), l.Source)
 		if l.Problem != "" {
-			fmt.Fprintf(stdout, "  # BAD: %s", l.Problem)
+			line += "  # BAD: " + l.Problem
 		}
-		fmt.Fprintln(stdout)
+		safetext.Linef(stdout, "%s", line)
 	}
 	for _, p := range cfg.Problems {
 		if p.Key == "" || !knownKey(p.Key) {
-			fmt.Fprintf(stdout, "# BAD: %s\n", p.Message)
+			safetext.Linef(stdout, "# BAD: %s", p.Message)
 		}
 	}
 	return code, nil
@@ -188,21 +191,21 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		case a.Available != nil:
 			v += " (" + *a.Available + " available)"
 		}
-		fmt.Fprintf(stdout, "%-8s %s: %s; shadow %s; guard %s\n", "agent", a.Agent, v, map[bool]string{true: "in place", false: "NOT in place"}[a.Shadow], a.Guard)
+		safetext.Linef(stdout, "%-8s %s: %s; shadow %s; guard %s", "agent", a.Agent, v, map[bool]string{true: "in place", false: "NOT in place"}[a.Shadow], a.Guard)
 	}
 	egressLine := "egress: " + st.Egress
 	if st.Egress == "off" {
 		egressLine += " (no network at all for the agents: set by the operator in " + sandbox.ConfigPath + ")"
 	}
-	fmt.Fprintln(stdout, egressLine)
+	safetext.Linef(stdout, "%s", egressLine)
 	if st.LastUpgrade != "" {
-		fmt.Fprintf(stdout, "%-8s %s\n", "note", st.LastUpgrade)
+		safetext.Linef(stdout, "%-8s %s", "note", st.LastUpgrade)
 	}
 	for _, n := range st.Notes {
-		fmt.Fprintf(stdout, "%-8s %s\n", "skipped", n)
+		safetext.Linef(stdout, "%-8s %s", "skipped", n)
 	}
 	for _, w := range st.Warnings {
-		fmt.Fprintf(stdout, "%-8s %s\n", "warning", w)
+		safetext.Linef(stdout, "%-8s %s", "warning", w)
 	}
 	rep.WriteText(stdout)
 	return rep.ExitCode(), nil
@@ -362,6 +365,6 @@ func bundle(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	if err := vendorfetch.WriteBundle(ctx, v, o.out); err != nil {
 		return provision.ExitFailed, err
 	}
-	fmt.Fprintf(stderr, "wrote %s\n", o.out)
+	safetext.Linef(stderr, "wrote %s", o.out)
 	return 0, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
 )
@@ -113,9 +114,9 @@ func (c *Config) Err() error {
 	}
 	var lines []string
 	for _, p := range c.Problems {
-		lines = append(lines, p.Message)
+		lines = append(lines, safetext.Escape(p.Message))
 	}
-	return errors.New(strings.Join(lines, "\n"))
+	return linesError{strings.Join(lines, "\n")}
 }
 
 // addConfigFlags declares the flags that also set configuration keys.

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -76,16 +77,19 @@ type stdio struct {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o := &options{}
+	// Every byte cco-install prints goes through the one printer: the
+	// values it quotes are escaped where they sit, and this is the net.
+	stdout, stderr = printer{stdout, &o.json}, safetext.Writer{W: stderr}
 	ctx, stop := notifyContext(context.Background(), stderr)
 	defer stop()
-	o := &options{}
 	cmd := newCommand(ctx, o, stdio{stdin, stdout, stderr})
 	cmd.SetArgs(args)
 	err := cmd.Execute()
 	code := exitCode(err)
 	if interrupted(ctx) {
 		if err != nil && err.Error() != "" {
-			fmt.Fprintf(stderr, "cco-install: interrupted: %v\n", err)
+			fmt.Fprintf(stderr, "cco-install: interrupted: %s\n", errText(err))
 		} else {
 			fmt.Fprintln(stderr, "cco-install: interrupted")
 		}
@@ -97,14 +101,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		var ue usageError
 		switch {
 		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "cco-install: %v\nrun 'cco-install --help' for usage\n", err)
+			fmt.Fprintf(stderr, "cco-install: %s\nrun 'cco-install --help' for usage\n", errText(err))
 		case code != provision.ExitUsage:
-			fmt.Fprintf(stderr, "cco-install: %v\n", err)
+			fmt.Fprintf(stderr, "cco-install: %s\n", errText(err))
 		default: // cobra's own: a flag or argument it could not parse
-			fmt.Fprintf(stderr, "cco-install: %v\nrun 'cco-install --help' for usage\n", err)
+			fmt.Fprintf(stderr, "cco-install: %s\nrun 'cco-install --help' for usage\n", errText(err))
 		}
 	}
 	if err != nil && err.Error() != "" && !o.wrote && (o.json || wantsJSON(args)) {
+		o.json = true // the printer's mode, on a command line that did not parse
 		writeErrorJSON(stdout, err)
 	}
 	return code
@@ -247,7 +252,7 @@ nothing and says so.
 	root.SetOut(sio.out)
 	root.SetErr(sio.errOut)
 	root.SetVersionTemplate("cco-install {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{safetext.Escape(err.Error())} })
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.PersistentFlags().StringVar(&o.root, "root", "", "resolve every system path under this directory (stage an image, test)")
 	root.PersistentFlags().BoolVar(&o.json, "json", false, "print exactly one JSON document on stdout (a failed run too: it carries an error field)")
@@ -409,7 +414,7 @@ func dispatch(ctx context.Context, flags *pflag.FlagSet, o *options, sio stdio) 
 	defer root.Close()
 	cfg := loadConfig(root, flags)
 	for _, w := range cfg.Warnings {
-		fmt.Fprintln(sio.errOut, w)
+		safetext.Linef(sio.errOut, "%s", w)
 	}
 	switch o.sub {
 	case "config":
@@ -418,7 +423,7 @@ func dispatch(ctx context.Context, flags *pflag.FlagSet, o *options, sio stdio) 
 		return status(ctx, root, cfg, o, sio.out)
 	}
 	if err := cfg.Err(); err != nil {
-		return provision.ExitFailed, fmt.Errorf("%v\n(nothing was changed: fix the configuration, then run again)", err)
+		return provision.ExitFailed, linesError{err.Error() + "\n(nothing was changed: fix the configuration, then run again)"}
 	}
 	if o.sub == "bundle" {
 		return bundle(ctx, root, cfg, o, sio.errOut)
@@ -434,10 +439,12 @@ func asRoot(cmd string) string {
 	return "sudo " + cmd
 }
 
-// shellCommand re-quotes this invocation for a copy-and-paste suggestion.
+// shellCommand re-quotes this invocation for a copy-and-paste suggestion,
+// on one line.
 func shellCommand() string {
 	parts := []string{"cco-install"}
 	for _, a := range os.Args[1:] {
+		a = safetext.Escape(a)
 		if strings.ContainsAny(a, " \t'\"$\\;&|<>()*?") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
@@ -449,7 +456,8 @@ func shellCommand() string {
 func install(ctx context.Context, root *provision.Root, cfg *Config, o *options, sio stdio) (int, error) {
 	image := isImage(root.ReadOnly(), cfg, o)
 	if o.installDeps && !o.dryRun {
-		if f, ok := sio.errOut.(*os.File); ok {
+		// The package manager writes its own progress to the terminal.
+		if f, ok := underlying(sio.errOut).(*os.File); ok {
 			if err := installDeps(root.ReadOnly(), runCommand(f)); err != nil {
 				return provision.ExitFailed, err
 			}
@@ -458,9 +466,9 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 	if probs := preflight(root.ReadOnly(), cfg, image); len(probs) > 0 && !o.uninstall {
 		var lines []string
 		for _, p := range probs {
-			lines = append(lines, p.String())
+			lines = append(lines, safetext.Escape(p.String()))
 		}
-		return provision.ExitFailed, fmt.Errorf("refusing to start (nothing was changed):\n  %s", strings.Join(lines, "\n  "))
+		return provision.ExitFailed, linesError{"refusing to start (nothing was changed):\n  " + strings.Join(lines, "\n  ")}
 	}
 	run, err := provision.NewRun(ctx, root)
 	if err != nil {
@@ -510,7 +518,7 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 	}
 	if o.dryRun && !provision.IsRoot() {
 		for _, n := range unreadableHomes(run.View.Root, statusUsers(run.View.Root, cfg, run.Receipt), "sudo cco-install --dry-run") {
-			fmt.Fprintf(sio.errOut, "skipped: %s\n", n)
+			safetext.Linef(sio.errOut, "skipped: %s", n)
 		}
 	}
 	if o.force && !o.dryRun && !o.yes && isTerminal(sio.in) && isTerminal(sio.errOut) {
@@ -553,7 +561,7 @@ func writeReport(rep *provision.Report, o *options, stdout io.Writer) (int, erro
 var afterStep func(id string)
 
 func isTerminal(x any) bool {
-	f, ok := x.(*os.File)
+	f, ok := underlying(x).(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/guard/wiring"
+	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/login"
 	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
@@ -310,7 +311,7 @@ func agentList(flag string, vals, all []string) ([]string, error) {
 		case agent.Known(a):
 			out = append(out, a)
 		default:
-			return nil, usageError{fmt.Sprintf("%s %s: want %s", flag, a, agent.List(append(agent.Names(), "all"), "or"))}
+			return nil, usageError{fmt.Sprintf("%s %s: want %s", flag, safetext.Escape(a), agent.List(append(agent.Names(), "all"), "or"))}
 		}
 	}
 	return out, nil

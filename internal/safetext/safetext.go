@@ -9,6 +9,7 @@
 package safetext
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -86,13 +87,16 @@ func write(b *strings.Builder, s string, lines bool) {
 			q := strconv.QuoteRuneToASCII(r)
 			b.WriteString(q[1 : len(q)-1])
 		default:
-			b.WriteString(`\u`)
-			h := strconv.FormatInt(int64(r), 16)
-			b.WriteString(strings.Repeat("0", 4-len(h)))
-			b.WriteString(h)
+			b.WriteString(uEscape(r))
 		}
 		i += size
 	}
+}
+
+// uEscape is r as a \u escape; every rune that is escaped is below U+10000.
+func uEscape(r rune) string {
+	h := strconv.FormatInt(int64(r), 16)
+	return `\u` + strings.Repeat("0", 4-len(h)) + h
 }
 
 func hex2(c byte) string {
@@ -112,4 +116,35 @@ func (s Writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// Linef writes format, formatted with args, to w as one line: the text
+// escaped as Escape does, then a newline. format is one line itself; a
+// value in args cannot start another.
+func Linef(w io.Writer, format string, args ...any) {
+	io.WriteString(w, Escape(fmt.Sprintf(format, args...))+"\n")
+}
+
+// JSON is b with every character a terminal would act on written as a
+// JSON \u escape: the C0 controls but newline and tab, DEL, the C1 and
+// bidi controls and the line and paragraph separators, and invalid UTF-8
+// as U+FFFD. encoding/json escapes the C0 controls and U+2028/2029 in its
+// strings and leaves DEL, C1 and bidi raw; those can only stand inside a
+// string, so JSON of a document encoding/json wrote is the same document.
+func JSON(b []byte) []byte {
+	if clean(string(b), true) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case !unsafe(r, size, true):
+			out = append(out, b[i:i+size]...)
+		default: // invalid UTF-8 decodes as U+FFFD
+			out = append(out, uEscape(r)...)
+		}
+		i += size
+	}
+	return out
 }

@@ -1,6 +1,8 @@
 package safetext
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -62,6 +64,70 @@ func FuzzEscape(f *testing.F) {
 			if clean(s, lines) && out != s {
 				t.Fatalf("%q: a clean input changed to %q", s, out)
 			}
+		}
+	})
+}
+
+func TestLinef(t *testing.T) {
+	var b strings.Builder
+	Linef(&b, "%-8s %s: %d", "drift", "/home/ada/x\n\x1b]0;pwned\x07", 3)
+	if want := "drift    /home/ada/x\\n\\x1b]0;pwned\\a: 3\n"; b.String() != want {
+		t.Errorf("Linef wrote %q, want %q", b.String(), want)
+	}
+}
+
+// TestJSON: a document encoding/json wrote loses, under JSON, every raw
+// character a terminal acts on, and still decodes to the same values.
+func TestJSON(t *testing.T) {
+	in := map[string]string{"path\x9b": "x\x1b]52;c;ZXZpbA==\x07\u009d0;t\u202e\u2066\x7f\xff\n"}
+	raw, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := JSON(raw)
+	for _, r := range string(out) {
+		if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {
+			t.Fatalf("JSON left %U raw in %s", r, out)
+		}
+	}
+	var back, want map[string]string
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatalf("JSON broke the document %s: %v", out, err)
+	}
+	json.Unmarshal(raw, &want)
+	if !reflect.DeepEqual(back, want) {
+		t.Errorf("JSON changed the values: %q, want %q", back, want)
+	}
+	if got := JSON([]byte("not json\x1b[2J\x9b")); string(got) != `not json\u001b[2J\ufffd` {
+		t.Errorf("JSON of raw text: %q", got)
+	}
+}
+
+// FuzzJSON: whatever a string holds, the JSON encoding/json makes of it
+// holds, under JSON, no byte a terminal acts on and decodes to the same
+// string.
+func FuzzJSON(f *testing.F) {
+	for _, s := range []string{"", "plain", "\x1b]52;c;x\x07", "\x9b\x9d", "\u009b", "\u202e", "\xff", "a\nb\x7f", "\u2028"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		raw, _ := json.Marshal(map[string]string{s: s})
+		out := JSON(raw)
+		if !utf8.Valid(out) {
+			t.Fatalf("%q: %q is not valid UTF-8", s, out)
+		}
+		for _, r := range string(out) {
+			if r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x2028 || r == 0x2029 {
+				t.Fatalf("%q: %q holds %U", s, out, r)
+			}
+		}
+		var back, want map[string]string
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatalf("%q: %s is not JSON: %v", s, out, err)
+		}
+		json.Unmarshal(raw, &want)
+		if !reflect.DeepEqual(back, want) {
+			t.Fatalf("%q: decodes to %q, want %q", s, back, want)
 		}
 	})
 }
