@@ -433,7 +433,13 @@ func (p *Profile) Command(root string) []string {
 // not there (an interpreter link that points nowhere counts), or an
 // interpreter that someone but root can change, with the fix; nil when both
 // are in place.
-func (p *Profile) Missing(root string) error {
+func (p *Profile) Missing(root string) error { return p.missing(root, 0) }
+
+// MissingNested is Missing inside a jail, where root's files show owned by
+// the overflow uid: those owners are root's too.
+func (p *Profile) MissingNested(root string, overflow int) error { return p.missing(root, 0, overflow) }
+
+func (p *Profile) missing(root string, owners ...int) error {
 	if fi, err := os.Stat(root + p.Binary); err != nil || fi.IsDir() {
 		return fmt.Errorf("the %s binary %s is missing (fix: sudo cco-install --upgrade %s)", p.Name, root+p.Binary, p.Upgrade)
 	}
@@ -447,7 +453,7 @@ func (p *Profile) Missing(root string) error {
 	}
 	// It runs as every user of the agent, with their login.
 	var ro *rootonly.Error
-	if err := rootonly.Check("", root+p.Interpreter, 0); errors.As(err, &ro) {
+	if err := rootonly.Check("", root+p.Interpreter, owners...); errors.As(err, &ro) {
 		return fmt.Errorf("the %s interpreter %s is not root's alone: %v: any user who can change it runs code as you, with your login (fix: an administrator makes it root's and writable by root alone, chown root:root and chmod go-w, or sets %s.node to a Node that is and runs sudo cco-install --upgrade %s)", p.Name, root+p.Interpreter, ro, p.Name, p.Upgrade)
 	}
 	return nil

@@ -208,6 +208,10 @@ func loadConfig(path string, nested bool) (*Config, error) {
 	return ParseConfig(b, path)
 }
 
+// OverflowUID is the uid the kernel shows for an unmapped owner: inside a
+// jail, root's files show as owned by it.
+func OverflowUID() int { return int(overflowUID()) }
+
 // overflowUID is the uid the kernel shows for an unmapped owner.
 func overflowUID() uint32 {
 	b, err := os.ReadFile("/proc/sys/kernel/overflowuid")

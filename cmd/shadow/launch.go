@@ -43,7 +43,7 @@ func nested(p *agent.Profile, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cco: %s\n", safetext.Escape(err.Error()))
 		return exitCannotRun
 	}
-	if err := p.Missing(sandbox.SystemRoot); err != nil {
+	if err := p.MissingNested(sandbox.SystemRoot, sandbox.OverflowUID()); err != nil {
 		fmt.Fprintf(stderr, "cco: %s\n", safetext.Escape(err.Error()))
 		return exitNotFound
 	}

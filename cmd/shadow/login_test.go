@@ -2,12 +2,13 @@ package main
 
 import (
 	"bufio"
-	"io"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -103,16 +104,9 @@ func TestCodexLoginCallbackThroughTheJail(t *testing.T) {
 					t.Fatalf("no login URL:\n%s", out.String())
 				}
 			}
-			client := &http.Client{Timeout: 10 * time.Second}
-			get := func(q string) (int, error) {
-				r, err := client.Get("http://127.0.0.1:1455/auth/callback?" + q)
-				if err != nil {
-					return 0, err
-				}
-				io.Copy(io.Discard, r.Body)
-				r.Body.Close()
-				return r.StatusCode, nil
-			}
+			// The browser is the invoking user's: only its connections are
+			// carried in (docs/adr/0054-login-callback-forwarding.md).
+			get := func(q string) (int, error) { return getAs(u, "http://127.0.0.1:1455/auth/callback?"+q) }
 			var code int
 			for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				if code, err = get("code=x&state=not-the-state"); err == nil || time.Now().After(end) {
@@ -146,4 +140,18 @@ func TestCodexLoginCallbackThroughTheJail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// getAs is an HTTP GET made by a process of u's (curl, through setpriv),
+// so that the host's socket table shows u as the connection's owner: its
+// status, or an error when nothing answered.
+func getAs(u runAs, url string) (int, error) {
+	c := exec.Command("setpriv", "--reuid", strconv.Itoa(u.uid), "--regid", strconv.Itoa(u.gid), "--clear-groups",
+		"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", url)
+	out, err := c.Output()
+	code, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	if code == 0 {
+		return 0, fmt.Errorf("no answer from %s (curl: %v)", url, err)
+	}
+	return code, nil
 }

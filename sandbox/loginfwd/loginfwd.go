@@ -84,7 +84,7 @@ func Start(ctx context.Context, pid int, ports []int, o Options) (stop func()) {
 		o.Agent = "the agent"
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	f := &forwarder{pid: pid, ports: slices.Clone(ports), o: o, ctx: ctx, state: stamp(o.State),
+	f := &forwarder{pid: pid, ports: slices.Clone(ports), o: o, ctx: ctx,
 		open: map[netip.AddrPort]*hostListener{}, warned: map[netip.AddrPort]bool{}, conns: map[net.Conn]struct{}{},
 		refused: map[int]bool{}}
 	f.wg.Add(1)
@@ -101,7 +101,12 @@ type forwarder struct {
 	o     Options
 	ctx   context.Context
 	wg    sync.WaitGroup
-	state string // the login state's stamp at Start
+	// state is the login state's stamp when the first callback reached
+	// the agent (carried): the login is over once it changes. The agent
+	// may rewrite the file before that (a stale one, at its start), which
+	// ends nothing.
+	state   string
+	carried bool
 
 	// open maps each host address the forwarder listens on to its
 	// listener; warned, the addresses it could not take (said once).
@@ -125,7 +130,10 @@ func (f *forwarder) watch() {
 	t := time.NewTicker(f.o.Interval)
 	defer t.Stop()
 	for {
-		if f.o.State != "" && stamp(f.o.State) != f.state {
+		f.mu.Lock()
+		done := f.carried && f.o.State != "" && stamp(f.o.State) != f.state
+		f.mu.Unlock()
+		if done {
 			// The login is done: no new connection is taken, and the
 			// ones carried (the browser's last page) finish.
 			f.closeListeners()
@@ -285,6 +293,11 @@ func (f *forwarder) carry(c net.Conn, target netip.AddrPort) {
 		c.Close()
 		return
 	}
+	f.mu.Lock()
+	if !f.carried {
+		f.carried, f.state = true, stamp(f.o.State)
+	}
+	f.mu.Unlock()
 	defer f.untrack(j)
 	bridge.Relay(c, j)
 }

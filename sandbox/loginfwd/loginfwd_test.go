@@ -544,3 +544,31 @@ func TestFlowEndsWithTheLoginState(t *testing.T) {
 		t.Errorf("the host port opened again after the login: %v", err)
 	}
 }
+
+// TestStateChangedBeforeTheCallback: the agent rewriting its login state
+// at its start (a stale or broken file) does not end the login before any
+// callback came: the flow ends only on a change after one did.
+func TestStateChangedBeforeTheCallback(t *testing.T) {
+	testenv.RequireRoot(t)
+	state := filepath.Join(t.TempDir(), "auth.json")
+	if err := os.WriteFile(state, []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	login := freePort(t)
+	j := startJail(t, fmt.Sprintf("login=127.0.0.1:%d", login))
+	stop := Start(context.Background(), j.pid, []int{login}, Options{Dialer: Setns{}, Interval: 20 * time.Millisecond,
+		UID: os.Getuid(), State: state})
+	defer stop()
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	addr := "127.0.0.1:" + strconv.Itoa(login)
+	eventually(t, "the login listener after the state changed with no callback yet", func() error {
+		tag, err := ask(addr)
+		if err == nil && tag != "login" {
+			err = fmt.Errorf("answered %q", tag)
+		}
+		return err
+	})
+}
