@@ -22,6 +22,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
 	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/pty"
+	"github.com/cco-dev/cco/sandbox/seccomp"
 	"github.com/cco-dev/cco/sandbox/supervise"
 )
 
@@ -222,7 +223,7 @@ func needsHelper(l *Launch) bool {
 
 // start donates the jail's files and starts bwrap.
 func (s *launched) start() error {
-	prog, err := SeccompBytes()
+	prog, err := seccomp.Bytes()
 	if err != nil {
 		return cannotBuild(err)
 	}
