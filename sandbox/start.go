@@ -20,6 +20,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/keyring"
 	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/pty"
 	"github.com/cco-dev/cco/sandbox/seccomp"
@@ -152,6 +153,7 @@ type launched struct {
 	// carried in until the login state (its host path) changes.
 	login      bool
 	loginState string
+	endKeyring func() // ends the thread that forked bwrap
 }
 
 // plan registers, plans and prepares under the home's registry lock: a
@@ -267,11 +269,16 @@ func (s *launched) start() error {
 		Sys: &syscall.SysProcAttr{Setpgid: true}}
 	var pid int
 	err = WithProcLimit(s.spec.MaxProcs, func() (err error) {
-		if view {
-			pid, err = rootView.Start(s.bwrap, argv, attr, trees)
+		// bwrap starts in a session keyring of its own, never the
+		// login's; the thread that forks it lasts until bwrap has ended.
+		s.endKeyring, err = keyring.Fresh(func() (err error) {
+			if view {
+				pid, err = rootView.Start(s.bwrap, argv, attr, trees)
+				return err
+			}
+			pid, err = syscall.ForkExec(s.bwrap, argv, attr)
 			return err
-		}
-		pid, err = syscall.ForkExec(s.bwrap, argv, attr)
+		})
 		return err
 	})
 	d.release()
@@ -382,6 +389,7 @@ func (s *launched) wait() int {
 		}
 	}
 	r := j.Wait()
+	s.endKeyring()
 	if s.term != nil {
 		s.term.Close()
 		s.term = nil
