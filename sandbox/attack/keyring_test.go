@@ -46,7 +46,9 @@ func hostUID(u jailtest.RunAs) int {
 	return u.UID
 }
 
-func (w *world) keyProbe() *keys { return &keys{Serial: w.key.Serial, Ring: w.key.Ring, Desc: w.key.Desc} }
+func (w *world) keyProbe() *keys {
+	return &keys{Serial: w.key.Serial, Ring: w.key.Ring, Desc: w.key.Desc}
+}
 
 // TestSessionKeyring: the jail holds a session keyring of its own, empty,
 // not the login's, and no keyring call reaches the kernel. A key in the
