@@ -2,7 +2,6 @@ package seccomp
 
 import (
 	"fmt"
-	"slices"
 
 	"golang.org/x/net/bpf"
 )
@@ -30,11 +29,11 @@ const leafMax = 8
 // Every jump goes forward, and a subtree is jumped over with a `ja` when
 // it is too long for a conditional jump.
 func compile(a arch, nums map[string]uint32, rules []rule, dflt uint32) ([]bpf.Instruction, error) {
-	byNR := map[uint32][]rule{}
 	var maxNR uint32
 	for _, n := range nums {
 		maxNR = max(maxNR, n)
 	}
+	byNR := make([][]rule, maxNR+1)
 	for _, r := range rules {
 		for _, name := range r.names {
 			if n, ok := nums[name]; ok { // a call the arch lacks cannot be made
@@ -43,38 +42,36 @@ func compile(a arch, nums map[string]uint32, rules []rule, dflt uint32) ([]bpf.I
 		}
 	}
 	var es []entry
-	for _, n := range slices.Sorted(func(yield func(uint32) bool) {
-		for n := range byNR {
-			if !yield(n) {
-				return
-			}
+	for n, rs := range byNR {
+		if len(rs) == 0 {
+			continue
 		}
-	}) {
-		code, err := block(byNR[n], dflt)
+		code, err := block(rs, dflt)
 		if err != nil {
 			return nil, fmt.Errorf("syscall %d: %w", n, err)
 		}
 		if len(code) == 1 && code[0] == (bpf.RetConstant{Val: dflt}) {
 			continue // judged as the default would
 		}
-		es = append(es, entry{n, code})
+		es = append(es, entry{uint32(n), code})
 	}
 	var p asm
+	native, notX32, known := p.newLabel(), p.newLabel(), p.newLabel()
 	p.op(bpf.LoadAbsolute{Off: offArch, Size: 4})
-	p.jump(bpf.JumpEqual, a.audit, "native", "")
+	p.jump(bpf.JumpEqual, a.audit, native, next)
 	p.ret(retKillProcess) // i386 through int 0x80, arm32: another table
-	p.label("native")
+	p.label(native)
 	p.op(bpf.LoadAbsolute{Off: offNR, Size: 4})
 	if a.x32 {
-		p.jump(bpf.JumpBitsSet, x32Bit, "", "not-x32")
+		p.jump(bpf.JumpBitsSet, x32Bit, next, notX32)
 		p.ret(retErrno | errEPERM)
-		p.label("not-x32")
+		p.label(notX32)
 	}
 	// A call newer than the table: ENOSYS, so that callers fall back as
 	// on an older kernel.
-	p.jump(bpf.JumpGreaterThan, maxNR, "", "known")
+	p.jump(bpf.JumpGreaterThan, maxNR, next, known)
 	p.ret(retErrno | errENOSYS)
-	p.label("known")
+	p.label(known)
 	head, err := p.resolve()
 	if err != nil {
 		return nil, err
@@ -124,53 +121,56 @@ func tree(es []entry, dflt uint32) ([]bpf.Instruction, error) {
 // leaf compares the number with each of es in turn and jumps to its block;
 // none: the default. The calls whose block is a plain allow share one.
 func leaf(es []entry, dflt uint32) ([]bpf.Instruction, error) {
-	allow := []bpf.Instruction{bpf.RetConstant{Val: retAllow}}
-	var p asm
-	var blocks [][]bpf.Instruction
+	k := len(es)
+	out := make([]bpf.Instruction, k, 2*k+2)
+	out = append(out, bpf.RetConstant{Val: dflt})
+	shared := -1
 	for i, e := range es {
-		target := fmt.Sprint("block", i)
-		if slices.Equal(e.code, allow) {
-			target = "allow"
+		at := len(out)
+		if isAllow(e.code) {
+			if shared < 0 {
+				shared = len(out)
+				out = append(out, allowCode...)
+			}
+			at = shared
 		} else {
-			blocks = append(blocks, e.code)
+			out = append(out, e.code...)
 		}
-		p.jump(bpf.JumpEqual, e.nr, target, "")
-	}
-	p.ret(dflt)
-	if len(blocks) < len(es) {
-		p.label("allow")
-		p.ret(retAllow)
-	}
-	b := 0
-	for i, e := range es {
-		if slices.Equal(e.code, allow) {
-			continue
+		skip := at - i - 1
+		if skip > 255 {
+			return nil, fmt.Errorf("seccomp program: a leaf of %d calls is out of reach", k)
 		}
-		p.label(fmt.Sprint("block", i))
-		for _, ins := range blocks[b] {
-			p.op(ins)
-		}
-		b++
+		out[i] = bpf.JumpIf{Cond: bpf.JumpEqual, Val: e.nr, SkipTrue: uint8(skip)}
 	}
-	return p.resolve()
+	return out, nil
 }
+
+var allowCode = []bpf.Instruction{bpf.RetConstant{Val: retAllow}}
+
+func isAllow(code []bpf.Instruction) bool { return len(code) == 1 && code[0] == allowCode[0] }
 
 // block judges one call: its rules in order, the first that holds gives
 // the answer, none: the default. It always returns.
 func block(rules []rule, dflt uint32) ([]bpf.Instruction, error) {
+	if len(rules[0].sets) == 0 {
+		if rules[0].action == retAllow {
+			return allowCode, nil
+		}
+		return []bpf.Instruction{bpf.RetConstant{Val: rules[0].action}}, nil
+	}
 	var p asm
-	for ri, r := range rules {
+	for _, r := range rules {
 		if len(r.sets) == 0 {
 			p.ret(r.action)
 			return p.resolve()
 		}
-		for si, set := range r.sets {
-			next := fmt.Sprintf("rule%d-set%d", ri, si)
+		for _, set := range r.sets {
+			nextSet := p.newLabel()
 			for _, c := range set {
-				c.emit(&p, next)
+				c.emit(&p, nextSet)
 			}
 			p.ret(r.action)
-			p.label(next)
+			p.label(nextSet)
 		}
 	}
 	p.ret(dflt)
@@ -178,7 +178,7 @@ func block(rules []rule, dflt uint32) ([]bpf.Instruction, error) {
 }
 
 // emit falls through when c holds and jumps to fail when it does not.
-func (c cond) emit(p *asm, fail string) {
+func (c cond) emit(p *asm, fail label) {
 	lo, hi := uint32(c.val), uint32(c.val>>32)
 	lo2, hi2 := uint32(c.val2), uint32(c.val2>>32)
 	low := func() { p.op(bpf.LoadAbsolute{Off: argLow(c.arg), Size: 4}) }
@@ -187,37 +187,37 @@ func (c cond) emit(p *asm, fail string) {
 		low()
 		switch c.op {
 		case opEq:
-			p.jump(bpf.JumpEqual, lo, "", fail)
+			p.jump(bpf.JumpEqual, lo, next, fail)
 		case opNe:
-			p.jump(bpf.JumpNotEqual, lo, "", fail)
+			p.jump(bpf.JumpNotEqual, lo, next, fail)
 		case opLt:
-			p.jump(bpf.JumpLessThan, lo, "", fail)
+			p.jump(bpf.JumpLessThan, lo, next, fail)
 		case opLe:
-			p.jump(bpf.JumpLessOrEqual, lo, "", fail)
+			p.jump(bpf.JumpLessOrEqual, lo, next, fail)
 		case opGt:
-			p.jump(bpf.JumpGreaterThan, lo, "", fail)
+			p.jump(bpf.JumpGreaterThan, lo, next, fail)
 		case opGe:
-			p.jump(bpf.JumpGreaterOrEqual, lo, "", fail)
+			p.jump(bpf.JumpGreaterOrEqual, lo, next, fail)
 		case opMasked:
 			p.op(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: lo})
-			p.jump(bpf.JumpEqual, lo2, "", fail)
+			p.jump(bpf.JumpEqual, lo2, next, fail)
 		case opAny:
-			p.jump(bpf.JumpBitsSet, lo, "", fail)
+			p.jump(bpf.JumpBitsSet, lo, next, fail)
 		}
 		return
 	}
-	pass := p.fresh()
+	pass := p.newLabel()
 	switch c.op {
 	case opEq:
 		high()
-		p.jump(bpf.JumpEqual, hi, "", fail)
+		p.jump(bpf.JumpEqual, hi, next, fail)
 		low()
-		p.jump(bpf.JumpEqual, lo, "", fail)
+		p.jump(bpf.JumpEqual, lo, next, fail)
 	case opNe:
 		high()
-		p.jump(bpf.JumpNotEqual, hi, pass, "")
+		p.jump(bpf.JumpNotEqual, hi, pass, next)
 		low()
-		p.jump(bpf.JumpNotEqual, lo, "", fail)
+		p.jump(bpf.JumpNotEqual, lo, next, fail)
 	case opLt, opLe, opGt, opGe:
 		// The high words decide unless they are equal; then the low ones.
 		above, final := bpf.JumpGreaterThan, map[op]bpf.JumpTest{opLt: bpf.JumpLessThan, opLe: bpf.JumpLessOrEqual,
@@ -226,24 +226,24 @@ func (c cond) emit(p *asm, fail string) {
 			above = bpf.JumpLessThan
 		}
 		high()
-		p.jump(above, hi, pass, "")
-		p.jump(bpf.JumpEqual, hi, "", fail)
+		p.jump(above, hi, pass, next)
+		p.jump(bpf.JumpEqual, hi, next, fail)
 		low()
-		p.jump(final, lo, "", fail)
+		p.jump(final, lo, next, fail)
 	case opMasked:
 		high()
 		p.op(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: hi})
-		p.jump(bpf.JumpEqual, hi2, "", fail)
+		p.jump(bpf.JumpEqual, hi2, next, fail)
 		low()
 		p.op(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: lo})
-		p.jump(bpf.JumpEqual, lo2, "", fail)
+		p.jump(bpf.JumpEqual, lo2, next, fail)
 	case opAny:
 		if hi != 0 {
 			high()
-			p.jump(bpf.JumpBitsSet, hi, pass, "")
+			p.jump(bpf.JumpBitsSet, hi, pass, next)
 		}
 		low()
-		p.jump(bpf.JumpBitsSet, lo, "", fail)
+		p.jump(bpf.JumpBitsSet, lo, next, fail)
 	}
 	p.label(pass)
 }
@@ -251,56 +251,54 @@ func (c cond) emit(p *asm, fail string) {
 // asm lays out a classic BPF program with forward jumps to labels, so that
 // no skip count is worked out by hand.
 type asm struct {
-	ins    []bpf.Instruction
-	labels map[string]int
-	jumps  []pendingJump
-	n      int
+	ins   []bpf.Instruction
+	at    []int // where each label is, by label-1
+	jumps []pendingJump
 }
+
+// label names a place in the program; next is the next instruction.
+type label int
+
+const next label = 0
 
 type pendingJump struct {
 	at          int
 	cond        bpf.JumpTest
 	val         uint32
-	ifTrue, ifF string // "" is the next instruction
+	ifTrue, ifF label
 }
 
 func (a *asm) op(i bpf.Instruction) { a.ins = append(a.ins, i) }
 func (a *asm) ret(v uint32)         { a.op(bpf.RetConstant{Val: v}) }
 
-// fresh is a label name not used before.
-func (a *asm) fresh() string {
-	a.n++
-	return fmt.Sprint("\x00", a.n)
+// newLabel is a label not used before, placed later with label.
+func (a *asm) newLabel() label {
+	a.at = append(a.at, -1)
+	return label(len(a.at))
 }
 
-func (a *asm) label(l string) {
-	if a.labels == nil {
-		a.labels = map[string]int{}
-	}
-	a.labels[l] = len(a.ins)
-}
+func (a *asm) label(l label) { a.at[l-1] = len(a.ins) }
 
-func (a *asm) jump(cond bpf.JumpTest, val uint32, ifTrue, ifFalse string) {
+func (a *asm) jump(cond bpf.JumpTest, val uint32, ifTrue, ifFalse label) {
 	a.jumps = append(a.jumps, pendingJump{at: len(a.ins), cond: cond, val: val, ifTrue: ifTrue, ifF: ifFalse})
 	a.op(nil) // filled in by resolve
 }
 
 func (a *asm) resolve() ([]bpf.Instruction, error) {
-	skip := func(from int, l string) (uint8, error) {
-		if l == "" {
+	skip := func(from int, l label) (uint8, error) {
+		if l == next {
 			return 0, nil
 		}
-		to, ok := a.labels[l]
-		if !ok {
-			return 0, fmt.Errorf("seccomp program: no label %q", l)
+		to := a.at[l-1]
+		if to < 0 {
+			return 0, fmt.Errorf("seccomp program: label %d is never placed", l)
 		}
 		d := to - from - 1
 		if d < 0 || d > 255 {
-			return 0, fmt.Errorf("seccomp program: jump from %d to %q (%d) out of reach", from, l, to)
+			return 0, fmt.Errorf("seccomp program: jump from %d to %d out of reach", from, to)
 		}
 		return uint8(d), nil
 	}
-	out := append([]bpf.Instruction(nil), a.ins...)
 	for _, j := range a.jumps {
 		t, err := skip(j.at, j.ifTrue)
 		if err != nil {
@@ -310,7 +308,7 @@ func (a *asm) resolve() ([]bpf.Instruction, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[j.at] = bpf.JumpIf{Cond: j.cond, Val: j.val, SkipTrue: t, SkipFalse: f}
+		a.ins[j.at] = bpf.JumpIf{Cond: j.cond, Val: j.val, SkipTrue: t, SkipFalse: f}
 	}
-	return out, nil
+	return a.ins, nil
 }

@@ -31,8 +31,24 @@ func ParseKernel(release string) (Kernel, error) {
 	return Kernel{maj, mnr}, nil
 }
 
-func (k Kernel) atLeast(v *moby.KernelVersion) bool {
-	return k.Major > v.Kernel || k.Major == v.Kernel && k.Minor >= v.Major
+func (k Kernel) atLeast(v Kernel) bool {
+	return k.Major > v.Major || k.Major == v.Major && k.Minor >= v.Minor
+}
+
+func fromMoby(v *moby.KernelVersion) Kernel { return Kernel{v.Kernel, v.Major} }
+
+// newestMinKernel is the newest minKernel the profile names: a program
+// compiled for it holds on every newer kernel.
+func newestMinKernel() Kernel {
+	var k Kernel
+	for _, s := range moby.DefaultProfile().Syscalls {
+		for _, f := range []*moby.Filter{s.Includes, s.Excludes} {
+			if f != nil && f.MinKernel != nil && !k.atLeast(fromMoby(f.MinKernel)) {
+				k = fromMoby(f.MinKernel)
+			}
+		}
+	}
+	return k
 }
 
 // profileRules is Docker's default profile as it applies to a container
@@ -77,12 +93,12 @@ func profileRules(a arch, k Kernel) ([]rule, uint32, error) {
 // excluded for one stays.
 func applies(s *moby.Syscall, arch string, k Kernel) bool {
 	if e := s.Excludes; e != nil {
-		if slices.Contains(e.Arches, arch) || e.MinKernel != nil && k.atLeast(e.MinKernel) {
+		if slices.Contains(e.Arches, arch) || e.MinKernel != nil && k.atLeast(fromMoby(e.MinKernel)) {
 			return false
 		}
 	}
 	if i := s.Includes; i != nil {
-		if len(i.Arches) > 0 && !slices.Contains(i.Arches, arch) || len(i.Caps) > 0 || i.MinKernel != nil && !k.atLeast(i.MinKernel) {
+		if len(i.Arches) > 0 && !slices.Contains(i.Arches, arch) || len(i.Caps) > 0 || i.MinKernel != nil && !k.atLeast(fromMoby(i.MinKernel)) {
 			return false
 		}
 	}

@@ -141,7 +141,7 @@ type reference struct {
 
 func newReference(t *testing.T, goarch string) *reference {
 	r := &reference{goarch: goarch, names: map[uint32]string{}, profile: dockerd(t, goarch)}
-	for n, nr := range sysnums[goarch] {
+	for n, nr := range numbers(goarch) {
 		r.names[nr] = n
 		r.maxNR = max(r.maxNR, nr)
 	}
@@ -327,12 +327,12 @@ func TestEveryRefusal(t *testing.T) {
 				"delete_module", "swapon", "swapoff", "reboot", "clock_settime", "settimeofday", "acct", "quotactl",
 				"mount", "umount2", "unshare", "setns", "pivot_root", "ptrace_not_a_call", "keyctl", "add_key", "request_key",
 				"open_by_handle_at", "clone3", "io_uring_setup", "openat2"} {
-				if nr, ok := sysnums[goarch][n]; ok && r.verdict(audit[goarch], nr, [6]uint64{}) == allow {
+				if nr, ok := numbers(goarch)[n]; ok && r.verdict(audit[goarch], nr, [6]uint64{}) == allow {
 					t.Errorf("the reference allows %s", n)
 				}
 			}
 			// personality: the profile's values only.
-			nr := sysnums[goarch]["personality"]
+			nr := numbers(goarch)["personality"]
 			for v, want := range map[uint64]uint32{0: allow, 8: allow, 0x20000: allow, 0x20008: allow, 0xffffffff: allow,
 				0x0400000: eperm /* ADDR_NO_RANDOMIZE */, 0x1: eperm, 0x1_00000000: eperm} {
 				if got := runVM(t, goarch, seccompData(nr, audit[goarch], v)); got != want {

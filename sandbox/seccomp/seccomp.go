@@ -9,9 +9,11 @@
 package seccomp
 
 import (
+	_ "embed"
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"sync"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -19,6 +21,10 @@ import (
 
 // Program is the filter for goarch ("amd64" or "arm64") on kernel k.
 func Program(goarch string, k Kernel) ([]bpf.Instruction, error) {
+	return program(goarch, k, numbers(goarch))
+}
+
+func program(goarch string, k Kernel, nums map[string]uint32) ([]bpf.Instruction, error) {
 	a, ok := arches[goarch]
 	if !ok {
 		return nil, fmt.Errorf("no seccomp program for %s (supported: amd64, arm64)", goarch)
@@ -27,8 +33,18 @@ func Program(goarch string, k Kernel) ([]bpf.Instruction, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading Docker's seccomp profile: %w", err)
 	}
-	return compile(a, sysnums[goarch], append(ownRules(), profile...), dflt)
+	return compile(a, nums, append(ownRules(), profile...), dflt)
 }
+
+// The programs for kernels from programKernel on, compiled ahead
+// (TestGenerated holds them to Program): every launch waits for the
+// program, and compiling it in a fresh process takes a millisecond or two.
+var (
+	//go:embed program_amd64.bpf
+	programAMD64 string
+	//go:embed program_arm64.bpf
+	programARM64 string
+)
 
 // Bytes is the program for this machine and its kernel, in the form bwrap
 // reads: each instruction little-endian as u16 code, u8 jt, u8 jf, u32 k.
@@ -45,10 +61,27 @@ func Bytes() ([]byte, error) {
 }
 
 func bytesFor(goarch string, k Kernel) ([]byte, error) {
+	if k.atLeast(programKernel) {
+		switch goarch {
+		case "amd64":
+			return []byte(programAMD64), nil
+		case "arm64":
+			return []byte(programARM64), nil
+		}
+	}
+	return compileBytes(goarch, k)
+}
+
+// compileBytes compiles the program for goarch and k, and encodes it.
+func compileBytes(goarch string, k Kernel) ([]byte, error) {
 	p, err := Program(goarch, k)
 	if err != nil {
 		return nil, err
 	}
+	return encode(p)
+}
+
+func encode(p []bpf.Instruction) ([]byte, error) {
 	raw, err := bpf.Assemble(p)
 	if err != nil {
 		return nil, fmt.Errorf("assembling the seccomp program: %w", err)
@@ -67,3 +100,23 @@ func bytesFor(goarch string, k Kernel) ([]byte, error) {
 
 // bpfMaxInsns is BPF_MAXINSNS, the longest program seccomp loads.
 const bpfMaxInsns = 4096
+
+// sysnum is one arch's number for a syscall.
+type sysnum struct {
+	arch, name string
+	nr         uint32
+}
+
+// numbers is goarch's syscall numbers by name.
+func numbers(goarch string) map[string]uint32 { return numbersByArch()[goarch] }
+
+var numbersByArch = sync.OnceValue(func() map[string]map[string]uint32 {
+	m := map[string]map[string]uint32{}
+	for _, s := range syscallTable {
+		if m[s.arch] == nil {
+			m[s.arch] = map[string]uint32{}
+		}
+		m[s.arch][s.name] = s.nr
+	}
+	return m
+})

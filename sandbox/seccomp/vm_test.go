@@ -1,6 +1,7 @@
 package seccomp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -160,7 +161,7 @@ func TestSeccompModeBits(t *testing.T) {
 	tmpfile := map[string]uint64{"amd64": 0x410000, "arm64": 0x404000}
 	const oCreat, oWronly, oTrunc = 0x40, 0x1, 0x200
 	for goarch := range arches {
-		nums := sysnums[goarch]
+		nums := numbers(goarch)
 		for _, c := range modeCalls {
 			nr, ok := nums[c.name]
 			if !ok {
@@ -243,7 +244,7 @@ func TestSeccompModeBits(t *testing.T) {
 func TestKeyringCalls(t *testing.T) {
 	for goarch := range arches {
 		for _, n := range keyringCalls {
-			nr, ok := sysnums[goarch][n]
+			nr, ok := numbers(goarch)[n]
 			if !ok {
 				t.Fatalf("%s has no %s", goarch, n)
 			}
@@ -251,6 +252,41 @@ func TestKeyringCalls(t *testing.T) {
 				if got := runVM(t, goarch, seccompData(nr, audit[goarch], a, a, a, a, a, a)); got != eperm {
 					t.Errorf("%s %s(%#x...): got %#x, want EPERM", goarch, n, a, got)
 				}
+			}
+		}
+	}
+}
+
+// TestOldKernel: on a kernel older than the profile's newest minKernel the
+// program is compiled at launch, and the profile's rules for that kernel
+// hold: ptrace is refused before 4.8 (it could rewrite a call after the
+// filter judged it).
+func TestOldKernel(t *testing.T) {
+	for goarch := range arches {
+		for k, want := range map[Kernel]uint32{{4, 4}: eperm, programKernel: allow} {
+			b, err := bytesFor(goarch, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Program(goarch, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if compiled, _ := encode(p); !bytes.Equal(b, compiled) {
+				t.Errorf("%s on %v: the program given is not the one compiled for that kernel", goarch, k)
+			}
+			var raw []bpf.RawInstruction
+			for i := 0; i < len(b); i += 8 {
+				raw = append(raw, bpf.RawInstruction{Op: binary.LittleEndian.Uint16(b[i:]), Jt: b[i+2], Jf: b[i+3], K: binary.LittleEndian.Uint32(b[i+4:])})
+			}
+			ins, _ := bpf.Disassemble(raw)
+			v, err := bpf.NewVM(ins)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := v.Run(seccompData(numbers(goarch)["ptrace"], audit[goarch], 0x4206))
+			if uint32(got) != want {
+				t.Errorf("%s on %v: ptrace gets %#x, want %#x", goarch, k, got, want)
 			}
 		}
 	}
