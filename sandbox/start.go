@@ -268,10 +268,13 @@ func (s *launched) start() error {
 	attr := &syscall.ProcAttr{Env: os.Environ(), Files: d.fds([3]uintptr{streams.Child[0].Fd(), streams.Child[1].Fd(), streams.Child[2].Fd()}),
 		Sys: &syscall.SysProcAttr{Setpgid: true}}
 	var pid int
-	err = WithProcLimit(s.spec.MaxProcs, func() (err error) {
-		// bwrap starts in a session keyring of its own, never the
-		// login's; the thread that forks it lasts until bwrap has ended.
-		s.endKeyring, err = keyring.Fresh(func() (err error) {
+	// bwrap starts in a session keyring of its own, never the login's;
+	// the thread that forks it lasts until bwrap has ended. The process
+	// limit is lowered on that thread around the fork alone: the runtime
+	// may start a thread for this goroutine meanwhile, which the lowered
+	// limit could refuse.
+	s.endKeyring, err = keyring.Fresh(func() error {
+		return WithProcLimit(s.spec.MaxProcs, func() (err error) {
 			if view {
 				pid, err = rootView.Start(s.bwrap, argv, attr, trees)
 				return err
@@ -279,7 +282,6 @@ func (s *launched) start() error {
 			pid, err = syscall.ForkExec(s.bwrap, argv, attr)
 			return err
 		})
-		return err
 	})
 	d.release()
 	if err != nil {

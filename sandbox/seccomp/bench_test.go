@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/cco-dev/cco/internal/testenv"
@@ -22,12 +24,44 @@ const workloadEnv = "CCO_SECCOMP_WORKLOAD"
 // say), timed as a third side of BenchmarkFilterCost.
 const otherEnv = "CCO_SECCOMP_OTHER"
 
+// loadEnv makes the test binary, as a child, load the program in the
+// file it names and print how long the kernel took.
+const loadEnv = "CCO_SECCOMP_LOAD"
+
 func TestMain(m *testing.M) {
 	if n := os.Getenv(workloadEnv); n != "" {
 		workload(n)
 		return
 	}
+	if f := os.Getenv(loadEnv); f != "" {
+		load(f)
+		return
+	}
 	os.Exit(m.Run())
+}
+
+// load installs the program in file on this thread, as bwrap does, and
+// prints the time the kernel took (it translates and compiles the program
+// and works out which calls it may allow without running it).
+func load(file string) {
+	b, err := os.ReadFile(file)
+	if err != nil || len(b)%8 != 0 {
+		fmt.Println("bad program", err)
+		return
+	}
+	prog := unix.SockFprog{Len: uint16(len(b) / 8), Filter: (*unix.SockFilter)(unsafe.Pointer(&b[0]))}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fmt.Println("no_new_privs", err)
+		return
+	}
+	start := time.Now()
+	err = unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0)
+	d := time.Since(start)
+	if err != nil {
+		fmt.Println("seccomp", err)
+		return
+	}
+	fmt.Println(d.Nanoseconds())
 }
 
 // workload runs n rounds of system calls an agent's tools make all the
@@ -106,11 +140,6 @@ func BenchmarkFilterCost(b *testing.B) {
 			times[s.name] = append(times[s.name], ns)
 		}
 	}
-	median := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
 	for _, s := range sides {
 		b.ReportMetric(median(times[s.name]), s.name+"-ns/round")
 	}
@@ -120,26 +149,56 @@ func BenchmarkFilterCost(b *testing.B) {
 	}
 }
 
-// BenchmarkBytes is the program's cost at each launch: the profile read
-// and compiled, against assembling a fixed program of the same length.
-func BenchmarkBytes(b *testing.B) {
-	k := Kernel{6, 8}
-	p, err := Program("amd64", k)
+// BenchmarkFilterLoad times the kernel's loading of the jail's program
+// (bwrap loads it twice a launch: in the jail's pid 1 and in the agent's
+// process) against a one-instruction program that allows everything, or,
+// with CCO_SECCOMP_OTHER set, against that program; interleaved, medians.
+func BenchmarkFilterLoad(b *testing.B) {
+	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("compile", func(b *testing.B) {
-		for range b.N {
-			if _, err := bytesFor("amd64", k); err != nil {
-				b.Fatal(err)
-			}
+	prog, err := Bytes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	baseline, err := encode([]bpf.Instruction{bpf.RetConstant{Val: retAllow}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if f := os.Getenv(otherEnv); f != "" {
+		if baseline, err = os.ReadFile(f); err != nil {
+			b.Fatal(err)
 		}
-	})
-	b.Run("compile-baseline", func(b *testing.B) {
-		for range b.N {
-			if _, err := encode(p); err != nil {
-				b.Fatal(err)
-			}
+	}
+	dir := b.TempDir()
+	files := map[string][]byte{"jail": prog, "baseline": baseline}
+	for name, p := range files {
+		if err := os.WriteFile(dir+"/"+name, p, 0o644); err != nil {
+			b.Fatal(err)
 		}
-	})
+	}
+	times := map[string][]float64{}
+	for i := 0; i < b.N; i++ {
+		for _, name := range []string{"baseline", "jail"} {
+			c := exec.Command(exe)
+			c.Env = []string{loadEnv + "=" + dir + "/" + name}
+			out, err := c.Output()
+			ns, perr := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+			if err != nil || perr != nil {
+				b.Fatalf("%s: %v %q", name, err, out)
+			}
+			times[name] = append(times[name], ns)
+		}
+	}
+	for _, name := range []string{"baseline", "jail"} {
+		b.ReportMetric(median(times[name]), name+"-load-ns")
+	}
+	b.ReportMetric(median(times["jail"])/median(times["baseline"]), "jail/baseline")
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
 }

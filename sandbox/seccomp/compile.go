@@ -19,15 +19,13 @@ const (
 func argLow(i int) uint32  { return offArgs + 8*uint32(i) }
 func argHigh(i int) uint32 { return argLow(i) + 4 }
 
-// leafMax bounds the calls one leaf of the dispatch tree tests one by one.
-const leafMax = 8
-
 // compile lays out the program: the arch and ABI checks, then a binary
-// search on the syscall number down to leaves of a few calls, each call's
-// block after its leaf. A block judges one call's arguments and always
-// returns, so nothing after an argument load ever reads the number again.
-// Every jump goes forward, and a subtree is jumped over with a `ja` when
-// it is too long for a conditional jump.
+// search on the syscall number over ranges of numbers that share a verdict
+// (most allowed calls lie in runs), down to the range's code. A call whose
+// arguments count has a range, and a block, of its own. A block judges one
+// call's arguments and always returns, so nothing after an argument load
+// ever reads the number again. Every jump goes forward, and a subtree is
+// jumped over with a `ja` when it is too long for a conditional jump.
 func compile(a arch, nums map[string]uint32, rules []rule, dflt uint32) ([]bpf.Instruction, error) {
 	var maxNR uint32
 	for _, n := range nums {
@@ -41,19 +39,21 @@ func compile(a arch, nums map[string]uint32, rules []rule, dflt uint32) ([]bpf.I
 			}
 		}
 	}
-	var es []entry
+	deflt := []bpf.Instruction{bpf.RetConstant{Val: dflt}}
+	var segs []segment
 	for n, rs := range byNR {
-		if len(rs) == 0 {
+		code := deflt
+		if len(rs) > 0 {
+			var err error
+			if code, err = block(rs, dflt); err != nil {
+				return nil, fmt.Errorf("syscall %d: %w", n, err)
+			}
+		}
+		if last := len(segs) - 1; last >= 0 && len(code) == 1 && len(segs[last].code) == 1 && segs[last].code[0] == code[0] {
+			segs[last].hi = uint32(n)
 			continue
 		}
-		code, err := block(rs, dflt)
-		if err != nil {
-			return nil, fmt.Errorf("syscall %d: %w", n, err)
-		}
-		if len(code) == 1 && code[0] == (bpf.RetConstant{Val: dflt}) {
-			continue // judged as the default would
-		}
-		es = append(es, entry{uint32(n), code})
+		segs = append(segs, segment{hi: uint32(n), code: code})
 	}
 	var p asm
 	native, notX32, known := p.newLabel(), p.newLabel(), p.newLabel()
@@ -76,78 +76,35 @@ func compile(a arch, nums map[string]uint32, rules []rule, dflt uint32) ([]bpf.I
 	if err != nil {
 		return nil, err
 	}
-	t, err := tree(es, dflt)
-	if err != nil {
-		return nil, err
-	}
-	return append(head, t...), nil
+	return append(head, tree(segs)...), nil
 }
 
-// entry is one call the program does not leave to the default: its number
-// and its block.
-type entry struct {
-	nr   uint32
+// segment is a range of syscall numbers, from the previous segment's end
+// up to hi, and the code that answers them, which always returns.
+type segment struct {
+	hi   uint32
 	code []bpf.Instruction
 }
 
-// tree is the dispatch over es (sorted by number): self-contained code in
-// which every path returns.
-func tree(es []entry, dflt uint32) ([]bpf.Instruction, error) {
-	if len(es) <= leafMax {
-		l, err := leaf(es, dflt)
-		if err == nil || len(es) == 1 {
-			return l, err
-		}
+// tree is the binary search over segs: self-contained code in which every
+// path returns.
+func tree(segs []segment) []bpf.Instruction {
+	if len(segs) == 1 {
+		return segs[0].code
 	}
-	mid := len(es) / 2
-	left, err := tree(es[:mid], dflt)
-	if err != nil {
-		return nil, err
-	}
-	right, err := tree(es[mid:], dflt)
-	if err != nil {
-		return nil, err
-	}
-	pivot := es[mid-1].nr
+	mid := len(segs) / 2
+	left, right := tree(segs[:mid]), tree(segs[mid:])
+	pivot := segs[mid-1].hi
 	var out []bpf.Instruction
 	if len(left) <= 255 {
 		out = append(out, bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: pivot, SkipTrue: uint8(len(left))})
 	} else {
 		out = append(out, bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: pivot, SkipFalse: 1}, bpf.Jump{Skip: uint32(len(left))})
 	}
-	return append(append(out, left...), right...), nil
-}
-
-// leaf compares the number with each of es in turn and jumps to its block;
-// none: the default. The calls whose block is a plain allow share one.
-func leaf(es []entry, dflt uint32) ([]bpf.Instruction, error) {
-	k := len(es)
-	out := make([]bpf.Instruction, k, 2*k+2)
-	out = append(out, bpf.RetConstant{Val: dflt})
-	shared := -1
-	for i, e := range es {
-		at := len(out)
-		if isAllow(e.code) {
-			if shared < 0 {
-				shared = len(out)
-				out = append(out, allowCode...)
-			}
-			at = shared
-		} else {
-			out = append(out, e.code...)
-		}
-		skip := at - i - 1
-		if skip > 255 {
-			return nil, fmt.Errorf("seccomp program: a leaf of %d calls is out of reach", k)
-		}
-		out[i] = bpf.JumpIf{Cond: bpf.JumpEqual, Val: e.nr, SkipTrue: uint8(skip)}
-	}
-	return out, nil
+	return append(append(out, left...), right...)
 }
 
 var allowCode = []bpf.Instruction{bpf.RetConstant{Val: retAllow}}
-
-func isAllow(code []bpf.Instruction) bool { return len(code) == 1 && code[0] == allowCode[0] }
 
 // block judges one call: its rules in order, the first that holds gives
 // the answer, none: the default. It always returns.
