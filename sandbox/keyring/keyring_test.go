@@ -126,3 +126,26 @@ func TestFreshStartFails(t *testing.T) {
 		t.Fatalf("got %v, want boom", err)
 	}
 }
+
+// BenchmarkFresh is what the keyring costs a launch: a thread of its own
+// that joins a new keyring, runs start and ends, against running start on
+// the caller's thread (direct).
+func BenchmarkFresh(b *testing.B) {
+	start := func() error { return nil }
+	b.Run("fresh", func(b *testing.B) {
+		for range b.N {
+			end, err := Fresh(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+			end()
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		for range b.N {
+			if err := start(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -115,20 +115,73 @@ func block(rules []rule, dflt uint32) ([]bpf.Instruction, error) {
 		}
 		return []bpf.Instruction{bpf.RetConstant{Val: rules[0].action}}, nil
 	}
-	var p asm
+	// Each rule's sets, in order, as alternatives.
+	type alt struct {
+		action uint32
+		set    []cond // nil: always
+	}
+	var alts []alt
 	for _, r := range rules {
 		if len(r.sets) == 0 {
-			p.ret(r.action)
-			return p.resolve()
+			alts = append(alts, alt{r.action, nil})
+			break
 		}
 		for _, set := range r.sets {
-			nextSet := p.newLabel()
-			for _, c := range set {
-				c.emit(&p, nextSet)
-			}
-			p.ret(r.action)
-			p.label(nextSet)
+			alts = append(alts, alt{r.action, set})
 		}
+	}
+	// eq is an alternative that is one equality.
+	eq := func(a alt) (cond, bool) {
+		if len(a.set) != 1 || a.set[0].op != opEq {
+			return cond{}, false
+		}
+		return a.set[0], true
+	}
+	var p asm
+	for i := 0; i < len(alts); i++ {
+		a := alts[i]
+		if a.set == nil {
+			p.ret(a.action)
+			return p.resolve()
+		}
+		// A run of equalities of one argument with one answer (the
+		// profile's socket families and personality values, TIOCSTI and
+		// TIOCLINUX) loads the argument once.
+		c, ok := eq(a)
+		j := i + 1
+		for ok && j < len(alts) && alts[j].action == a.action {
+			d, ok2 := eq(alts[j])
+			if !ok2 || d.arg != c.arg || d.low != c.low || (!c.low && d.val>>32 != c.val>>32) {
+				break
+			}
+			j++
+		}
+		if ok && j > i+1 {
+			hit, miss := p.newLabel(), p.newLabel()
+			if !c.low {
+				p.op(bpf.LoadAbsolute{Off: argHigh(c.arg), Size: 4})
+				p.jump(bpf.JumpEqual, uint32(c.val>>32), next, miss)
+			}
+			p.op(bpf.LoadAbsolute{Off: argLow(c.arg), Size: 4})
+			for k := i; k < j; k++ {
+				if k == j-1 {
+					p.jump(bpf.JumpEqual, uint32(alts[k].set[0].val), hit, miss)
+				} else {
+					p.jump(bpf.JumpEqual, uint32(alts[k].set[0].val), hit, next)
+				}
+			}
+			p.label(hit)
+			p.ret(a.action)
+			p.label(miss)
+			i = j - 1
+			continue
+		}
+		nextSet := p.newLabel()
+		for _, c := range a.set {
+			c.emit(&p, nextSet)
+		}
+		p.ret(a.action)
+		p.label(nextSet)
 	}
 	p.ret(dflt)
 	return p.resolve()
