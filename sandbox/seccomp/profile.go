@@ -67,10 +67,7 @@ func profileRules(a arch, k Kernel) ([]rule, uint32, error) {
 		if !applies(s, a.profile, k) {
 			continue
 		}
-		names := s.Names
-		if s.Name != "" {
-			names = append([]string{s.Name}, names...)
-		}
+		names := s.Names // the deprecated single Name: the rule allows nothing, refusing more
 		act, err := action(s.Action, s.ErrnoRet)
 		if err != nil {
 			return nil, 0, fmt.Errorf("the profile's rule for %s: %w", strings.Join(names, ", "), err)
