@@ -67,7 +67,9 @@ func profileRules(a arch, k Kernel) ([]rule, uint32, error) {
 		if !applies(s, a.profile, k) {
 			continue
 		}
-		names := s.Names // the deprecated single Name: the rule allows nothing, refusing more
+		// Names only: a rule given by the deprecated Name names no call
+		// here, so its calls stay refused.
+		names := s.Names
 		act, err := action(s.Action, s.ErrnoRet)
 		if err != nil {
 			return nil, 0, fmt.Errorf("the profile's rule for %s: %w", strings.Join(names, ", "), err)
