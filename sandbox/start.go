@@ -20,8 +20,10 @@ import (
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/keyring"
 	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/pty"
+	"github.com/cco-dev/cco/sandbox/seccomp"
 	"github.com/cco-dev/cco/sandbox/supervise"
 )
 
@@ -151,6 +153,7 @@ type launched struct {
 	// carried in until the login state (its host path) changes.
 	login      bool
 	loginState string
+	endKeyring func() // ends the thread that forked bwrap
 }
 
 // plan registers, plans and prepares under the home's registry lock: a
@@ -222,7 +225,7 @@ func needsHelper(l *Launch) bool {
 
 // start donates the jail's files and starts bwrap.
 func (s *launched) start() error {
-	prog, err := SeccompBytes()
+	prog, err := seccomp.Bytes()
 	if err != nil {
 		return cannotBuild(err)
 	}
@@ -265,13 +268,20 @@ func (s *launched) start() error {
 	attr := &syscall.ProcAttr{Env: os.Environ(), Files: d.fds([3]uintptr{streams.Child[0].Fd(), streams.Child[1].Fd(), streams.Child[2].Fd()}),
 		Sys: &syscall.SysProcAttr{Setpgid: true}}
 	var pid int
-	err = WithProcLimit(s.spec.MaxProcs, func() (err error) {
-		if view {
-			pid, err = rootView.Start(s.bwrap, argv, attr, trees)
+	// bwrap starts in a session keyring of its own, never the login's;
+	// the thread that forks it lasts until bwrap has ended. The process
+	// limit is lowered on that thread around the fork alone: the runtime
+	// may start a thread for this goroutine meanwhile, which the lowered
+	// limit could refuse.
+	s.endKeyring, err = keyring.Fresh(func() error {
+		return WithProcLimit(s.spec.MaxProcs, func() (err error) {
+			if view {
+				pid, err = rootView.Start(s.bwrap, argv, attr, trees)
+				return err
+			}
+			pid, err = syscall.ForkExec(s.bwrap, argv, attr)
 			return err
-		}
-		pid, err = syscall.ForkExec(s.bwrap, argv, attr)
-		return err
+		})
 	})
 	d.release()
 	if err != nil {
@@ -381,6 +391,7 @@ func (s *launched) wait() int {
 		}
 	}
 	r := j.Wait()
+	s.endKeyring()
 	if s.term != nil {
 		s.term.Close()
 		s.term = nil

@@ -15,7 +15,9 @@ cd "$(dirname "$0")/.."
 #   rpm createrepo-c: the rpm's layout and signature, the rpm repository
 #   apt-utils gpgv: the apt repository (apt-ftparchive) and its signatures
 #   nodejs: Gemini CLI's Node (20 or later) and npm, which fetches the real agents' packs
-want=(bubblewrap iproute2 curl git mmdebstrap zstd ansible-core ansible rpm createrepo-c apt-utils gpgv nodejs)
+#   strace python3: the workloads that must still run under the jail's seccomp program
+#     (strace follows a child with ptrace; python3 starts threads and a subprocess)
+want=(bubblewrap iproute2 curl git mmdebstrap zstd ansible-core ansible rpm createrepo-c apt-utils gpgv nodejs strace python3)
 need=()
 for p in "${want[@]}"; do
   dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || need+=("$p")

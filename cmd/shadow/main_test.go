@@ -17,6 +17,7 @@ import (
 
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/seccomp"
 )
 
 // rootEnv names the system root for the in-process commands of the
@@ -276,7 +277,7 @@ type bareBwrap struct {
 
 func newBareBwrap(t testing.TB, spec *sandbox.Spec, dir string) *bareBwrap {
 	t.Helper()
-	prog, err := sandbox.SeccompBytes()
+	prog, err := seccomp.Bytes()
 	if err != nil {
 		t.Fatal(err)
 	}

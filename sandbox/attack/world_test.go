@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cco-dev/cco/internal/jailtest"
+	"github.com/cco-dev/cco/internal/keytest"
 	"github.com/cco-dev/cco/internal/testenv"
 )
 
@@ -79,6 +80,7 @@ type world struct {
 	// once the session has ended.
 	during chan map[string]string
 	ended  chan struct{}
+	key    *keytest.Key // the invoking session's key
 }
 
 // home-relative credentials every world holds.
@@ -275,6 +277,7 @@ type probe struct {
 	Until        string   `json:"until,omitempty"`
 	Flood        *flood   `json:"flood,omitempty"`
 	Addr         string   `json:"addr,omitempty"`
+	Keys         *keys    `json:"keys,omitempty"`
 }
 
 type flood struct {

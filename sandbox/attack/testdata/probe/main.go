@@ -61,6 +61,8 @@ type Params struct {
 	Flood *Flood `json:"flood"`
 	// Addr is what mode "ask" connects to.
 	Addr string `json:"addr"`
+	// Keys is a key of the invoking session's keyring to reach.
+	Keys *Keys `json:"keys"`
 }
 
 // Flood is a burst of CONNECTs the proxy must refuse.
@@ -103,6 +105,9 @@ func main() {
 	}
 	if p.Suid != "" {
 		suid(p.Suid)
+	}
+	if p.Keys != nil {
+		keys(p.Keys)
 	}
 	for _, d := range p.Fill {
 		report["fill:"+d] = fill(d, p.FillMax)
