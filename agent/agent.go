@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,10 +51,17 @@ type Profile struct {
 	// WorkspaceReadOnly are the agent's hook-carrying settings files
 	// (workspace-relative), in WorkspaceDirs or at the workspace's top
 	// (opencode.json); they are re-bound read-only, and a missing one shows
-	// as a stand-in.
+	// as a stand-in. An entry ending in "/" is a directory read-only as a
+	// whole (every file in it names what the agent runs: ".github/hooks/").
 	WorkspaceReadOnly []string
 	// Env is set inside the jail (KEY=VALUE).
 	Env []string
+	// RefusedEnv are variables that must never reach the agent from the
+	// host (pass_env refuses them): the vendor's switches that move or drop
+	// its managed policy and cco's guard, or that trust what the jail
+	// protects. Env's and ConfigDirEnv's names are refused too
+	// (RefusedEnv()).
+	RefusedEnv []string
 	// ConfigDirEnv, when set, is a variable pointing at $HOME/<Login[0]>.
 	ConfigDirEnv string
 	// HomeBinary, when set, is where the vendor binary is bound read-only
@@ -122,6 +130,11 @@ type Profile struct {
 	// (token exchange, device code, account lookup); the egress policy's
 	// default allowlist carries them.
 	LoginEndpoints []string
+	// Telemetry are the vendor's switches that turn its telemetry off, as
+	// KEY=VALUE (or a settings key, "key: value"), for the docs: the jail
+	// sets none of them, and the egress allowlist leaves the telemetry
+	// hosts out.
+	Telemetry []string
 
 	rewrite func(args []string, o Options) []string
 	// subcommand is the subcommand the user's arguments name ("": none).
@@ -291,6 +304,162 @@ var table = map[string]*Profile{
 		LoginEndpoints: []string{"oauth2.googleapis.com", "www.googleapis.com", "cloudcode-pa.googleapis.com"},
 		rewrite:        geminiArgs,
 	},
+	// OpenCode is a Bun-compiled binary from its platform package. Its
+	// config directory is read-only as a whole: the files there name
+	// plugins, tools, commands and MCP servers, and its dependency install
+	// into it, which stalls every external plugin (cco's guard among them)
+	// while it waits on the network, then fails at once.
+	"opencode": {
+		Name:   "opencode",
+		Binary: "/usr/libexec/cco/opencode/current/opencode",
+		Login:  []string{".config/opencode", ".local/share/opencode", ".local/state/opencode"},
+		// agents/, commands/, modes/, plugins/, tools/, themes/ and the
+		// config files, and package.json and node_modules/ that plugins
+		// import from.
+		HomeReadOnly:      []string{".config/opencode/"},
+		WorkspaceReadOnly: []string{".opencode/", "opencode.json", "opencode.jsonc"},
+		// Its updater reads only the user's global config, not the
+		// managed file: the variable is what turns it off.
+		Env: []string{"OPENCODE_DISABLE_AUTOUPDATE=1"},
+		// The managed directory moves with a test variable, and --pure's
+		// variable drops every external plugin, cco's guard among them;
+		// OPENCODE_TEST_HOME moves the home.
+		RefusedEnv: []string{"OPENCODE_TEST_MANAGED_CONFIG_DIR", "OPENCODE_PURE", "OPENCODE_TEST_HOME"},
+		Upgrade:    "opencode",
+		// The providers' keys it reads from the environment; a key also
+		// another agent's (ANTHROPIC_API_KEY) passes into both jails.
+		Credentials: []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY",
+			"GROQ_API_KEY", "XAI_API_KEY", "DEEPSEEK_API_KEY", "MISTRAL_API_KEY", "OPENCODE_API_KEY"},
+		Secrets: []string{".local/share/opencode/auth.json", ".local/share/opencode/mcp-auth.json",
+			".local/share/opencode/opencode.db"},
+		Egress: []string{
+			"opencode.ai", "api.opencode.ai", "models.dev",
+			"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "openrouter.ai",
+		},
+		Installers: Installers{
+			HomeBins:   []string{".local/bin", ".npm-global/bin", ".opencode/bin"},
+			HomeLinks:  [][2]string{{".opencode/bin/", "OpenCode's install script"}},
+			NPMPackage: "opencode-ai",
+		},
+		Policy:      "opencode",
+		PathComment: "opencode",
+		PathVendor:  "OpenCode",
+		// ChatGPT's loopback login (opencode auth login); the console
+		// account's device code needs no port.
+		LoginPorts:     []int{1455},
+		LoginCommand:   "providers login",
+		LoginState:     ".local/share/opencode/auth.json",
+		subcommand:     opencodeSubcommand,
+		LoginEndpoints: []string{"auth.openai.com", "opencode.ai", "api.opencode.ai"},
+		Telemetry:      []string{"OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_MODELS_FETCH=1", `share: "disabled"`},
+		rewrite:        opencodeArgs,
+	},
+	// Factory's Droid is a Bun-compiled binary from its platform package.
+	"droid": {
+		Name:   "droid",
+		Binary: "/usr/libexec/cco/droid/current/droid",
+		Login:  []string{".factory"},
+		HomeReadOnly: []string{".factory/settings.json", ".factory/settings.local.json", ".factory/hooks.json",
+			".factory/mcp.json", ".factory/commands/", ".factory/droids/", ".factory/plugins/"},
+		WorkspaceReadOnly: []string{".factory/"},
+		// The jail has no keyring service: the login goes to
+		// ~/.factory/auth.v2.file.
+		Env: []string{"FACTORY_DROID_AUTO_UPDATE_ENABLED=false", "FACTORY_DISABLE_KEYRING=1"},
+		// These move the home and the org policy (the latter only when
+		// /etc/factory/settings.json is absent).
+		RefusedEnv:  []string{"FACTORY_HOME_OVERRIDE", "FACTORY_ORG_MANAGED_SETTINGS_LOCAL_PATH", "FACTORY_ORG_MANAGED_SETTINGS_URL"},
+		Upgrade:     "droid",
+		Credentials: []string{"FACTORY_API_KEY"},
+		Secrets:     []string{".factory/auth.v2.file", ".factory/auth.v2.key"},
+		Egress:      []string{"api.factory.ai", "app.factory.ai", "relay.factory.ai", "api.eu.factory.ai", "app.eu.factory.ai"},
+		Installers: Installers{
+			HomeBins:   []string{".local/bin", ".npm-global/bin"},
+			NPMPackage: "@factory/cli",
+		},
+		Policy: "droid",
+		// Only its hook input carries these (Claude Code's does not).
+		HookFields: []string{"CLAUDE_ENV_FILE", "message_id", "has_images"},
+		PathVendor: "Droid",
+		// The device-code login through WorkOS: no loopback port.
+		LoginEndpoints: []string{"api.workos.com", "auth.workos.com", "app.factory.ai", "api.factory.ai"},
+		Telemetry:      []string{"FACTORY_AIRGAP_ENABLED=1"},
+		rewrite:        droidArgs,
+	},
+	// Pi is a Node program with its dependency tree, installed under the
+	// version's node_modules and run by the Node that pi.node names.
+	"pi": {
+		Name:        "pi",
+		Binary:      "/usr/libexec/cco/pi/current/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
+		Interpreter: "/usr/libexec/cco/pi/current/node",
+		Login:       []string{".pi"},
+		// extensions/ and tools/ run in-process; bin/ comes first on its
+		// shell's PATH; settings.json names packages, npmCommand and the
+		// shell; models.json's "!command" values run at start.
+		HomeReadOnly: []string{".pi/agent/settings.json", ".pi/agent/models.json", ".pi/agent/extensions/",
+			".pi/agent/tools/", ".pi/agent/bin/", ".pi/agent/git/"},
+		WorkspaceReadOnly: []string{".pi/"},
+		Env:               []string{"PI_SKIP_VERSION_CHECK=1"},
+		// PI_PACKAGE_DIR moves the package it loads; PI_CODING_AGENT_DIR
+		// moves the login state out of the jail's view.
+		RefusedEnv:  []string{"PI_PACKAGE_DIR", "PI_CODING_AGENT_DIR"},
+		Upgrade:     "pi",
+		Credentials: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_OAUTH_TOKEN", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "GROQ_API_KEY", "XAI_API_KEY", "MISTRAL_API_KEY"},
+		Secrets:     []string{".pi/agent/auth.json"},
+		Egress: []string{
+			"api.anthropic.com", "api.openai.com", "chatgpt.com", "generativelanguage.googleapis.com", "openrouter.ai",
+			"api.individual.githubcopilot.com",
+		},
+		Installers: Installers{
+			HomeBins:   []string{".local/bin", ".npm-global/bin"},
+			NPMPackage: "@mariozechner/pi-coding-agent",
+		},
+		// /login: Claude Pro/Max on 53692 and ChatGPT on 1455 (loopback
+		// callbacks), GitHub Copilot by device code.
+		// The login is /login in the TUI, no subcommand: a first run
+		// (no auth.json yet) carries the ports in.
+		LoginPorts:     []int{53692, 1455},
+		LoginState:     ".pi/agent/auth.json",
+		LoginEndpoints: []string{"claude.ai", "platform.claude.com", "console.anthropic.com", "auth.openai.com", "github.com"},
+		Telemetry:      []string{"PI_TELEMETRY=0", "PI_OFFLINE=1", "enableInstallTelemetry: false"},
+		rewrite:        piArgs,
+	},
+	// GitHub Copilot CLI is a Node single-executable from its platform
+	// package. On first start it unpacks its JavaScript into
+	// ~/.cache/copilot (the jail's in-memory cache).
+	"copilot": {
+		Name:   "copilot",
+		Binary: "/usr/libexec/cco/copilot/current/copilot",
+		Login:  []string{".copilot"},
+		// pkg/ holds versions its loader runs in place of its own (an
+		// update, or --prefer-version); the config files name hooks, MCP
+		// and language servers.
+		HomeReadOnly: []string{".copilot/settings.json", ".copilot/mcp-config.json", ".copilot/lsp-config.json",
+			".copilot/pkg/", ".copilot/installed-plugins/"},
+		WorkspaceReadOnly: []string{".github/hooks/", ".github/copilot/", ".github/mcp.json", ".github/lsp.json", ".mcp.json"},
+		Env:               []string{"COPILOT_AUTO_UPDATE=false"},
+		// COPILOT_ALLOW_ALL=true trusts the workspace, and with it the
+		// workspace's hooks (the prompt-mode variables trust its MCP servers
+		// and extensions); the test variable moves the managed file; the
+		// others run another copy of its JavaScript or move its home.
+		RefusedEnv: []string{"COPILOT_ALLOW_ALL", "GITHUB_COPILOT_PROMPT_MODE_WORKSPACE_MCP", "GITHUB_COPILOT_PROMPT_MODE_EXTENSIONS",
+			"COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH", "COPILOT_CLI_DIST_DIR", "COPILOT_PKG_CACHE_HOME", "COPILOT_CACHE_HOME", "COPILOT_HOME"},
+		Upgrade:     "copilot",
+		Credentials: []string{"COPILOT_GITHUB_TOKEN", "COPILOT_PROVIDER_API_KEY"},
+		ProviderEnv: []string{"COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_TYPE", "COPILOT_MODEL", "COPILOT_OFFLINE", "COPILOT_GH_HOST"},
+		Secrets:     []string{".copilot/config.json"},
+		Egress: []string{
+			"api.githubcopilot.com", "api.individual.githubcopilot.com", "api.business.githubcopilot.com",
+			"api.enterprise.githubcopilot.com",
+		},
+		Installers: Installers{
+			HomeBins:   []string{".local/bin", ".npm-global/bin"},
+			NPMPackage: "@github/copilot",
+		},
+		// The device flow: no loopback port.
+		LoginEndpoints: []string{"github.com", "api.github.com"},
+		Telemetry:      []string{"--disable-client-telemetry", "COPILOT_OFFLINE=true"},
+		rewrite:        copilotArgs,
+	},
 }
 
 // Lookup returns the built-in profile of that name.
@@ -366,13 +535,41 @@ func List(names []string, conj string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " " + conj + " " + names[len(names)-1]
 }
 
-// OthersCredentials are the credential variables of every profile but p:
-// what p's jail must not carry.
+// OthersCredentials are the credential variables of every profile but p,
+// less p's own: what p's jail must not carry. A provider's key that two
+// agents read (ANTHROPIC_API_KEY) is each one's own.
 func (p *Profile) OthersCredentials() []string {
 	var out []string
 	for _, o := range All() {
-		if o != p {
-			out = append(out, o.Credentials...)
+		if o == p {
+			continue
+		}
+		for _, c := range o.Credentials {
+			if !slices.Contains(p.Credentials, c) && !slices.Contains(out, c) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// RefusedEnv are the names no pass_env may carry into any jail: every
+// profile's RefusedEnv, the names its Env sets and its ConfigDirEnv.
+func RefusedEnv() []string {
+	var out []string
+	add := func(n string) {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	for _, p := range All() {
+		for _, kv := range p.Env {
+			k, _, _ := strings.Cut(kv, "=")
+			add(k)
+		}
+		add(p.ConfigDirEnv)
+		for _, n := range p.RefusedEnv {
+			add(n)
 		}
 	}
 	return out

@@ -52,14 +52,15 @@ func TestTableShape(t *testing.T) {
 		!reflect.DeepEqual(x.Env, []string{"CODEX_UPDATE_DISABLED=1"}) {
 		t.Fatalf("env: %v %v", c.Env, x.Env)
 	}
-	if !reflect.DeepEqual(Names(), []string{"claude", "codex", "gemini"}) {
+	if !reflect.DeepEqual(Names(), []string{"claude", "codex", "copilot", "droid", "gemini", "opencode", "pi"}) {
 		t.Fatalf("names %v", Names())
 	}
 	ws := WorkspaceReadOnly()
 	if d := WorkspaceDirs(); !reflect.DeepEqual(d, []string{".claude", ".codex", ".gemini"}) {
 		t.Errorf("WorkspaceDirs = %v", d)
 	}
-	for _, want := range []string{".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml", ".gemini/settings.json"} {
+	for _, want := range []string{".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml", ".gemini/settings.json",
+		".opencode/", "opencode.json", "opencode.jsonc", ".factory/", ".pi/", ".github/hooks/"} {
 		found := false
 		for _, w := range ws {
 			found = found || w == want
@@ -270,7 +271,8 @@ func TestDerived(t *testing.T) {
 				continue
 			}
 			for _, c := range o.Credentials {
-				if !slices.Contains(others, c) {
+				// A key both read is each one's own.
+				if !slices.Contains(others, c) && !slices.Contains(p.Credentials, c) {
 					t.Errorf("%s's jail does not refuse %s's %s", p.Name, o.Name, c)
 				}
 			}
@@ -280,7 +282,7 @@ func TestDerived(t *testing.T) {
 				}
 			}
 		}
-		if p.Policy == "" || len(p.Egress) == 0 || len(p.Installers.HomeBins) == 0 || p.Installers.NPMPackage == "" {
+		if len(p.Egress) == 0 || len(p.Installers.HomeBins) == 0 || p.Installers.NPMPackage == "" || p.Upgrade != p.Name {
 			t.Errorf("%s: incomplete profile %+v", p.Name, p)
 		}
 	}
@@ -322,12 +324,186 @@ func TestLoginFlow(t *testing.T) {
 			t.Errorf("codex %q (auth.json there: %v): LoginFlow %v, want %v", tc.args, tc.exists(".codex/auth.json"), got, tc.want)
 		}
 	}
+	// OpenCode's login is `opencode providers login` (alias auth); Pi's is
+	// /login in the TUI, so only a first run carries its ports in.
+	oc, _ := Lookup("opencode")
+	pi, _ := Lookup("pi")
+	ocFirst := func(rel string) bool { return rel != ".local/share/opencode/auth.json" }
+	for _, tc := range []struct {
+		p      *Profile
+		args   []string
+		exists func(string) bool
+		want   bool
+	}{
+		{oc, []string{"auth", "login"}, loggedIn, true},
+		{oc, []string{"--log-level", "DEBUG", "providers", "login", "https://x"}, loggedIn, true},
+		{oc, []string{"auth", "list"}, loggedIn, false},
+		{oc, []string{"run", "login"}, loggedIn, false},
+		{oc, []string{"-m", "auth", "login"}, loggedIn, false},
+		{oc, []string{"--", "auth", "login"}, loggedIn, false},
+		{oc, nil, loggedIn, false},
+		{oc, nil, ocFirst, true},
+		{pi, nil, loggedIn, false},
+		{pi, []string{"login"}, loggedIn, false},
+		{pi, nil, func(rel string) bool { return rel != ".pi/agent/auth.json" }, true},
+	} {
+		if got := tc.p.LoginFlow(tc.args, tc.exists); got != tc.want {
+			t.Errorf("%s %q: LoginFlow %v, want %v", tc.p.Name, tc.args, got, tc.want)
+		}
+	}
 	for _, p := range All() {
 		if len(p.LoginPorts) == 0 && p.LoginFlow([]string{"login"}, func(string) bool { return false }) {
 			t.Errorf("%s has no login ports, yet LoginFlow is true", p.Name)
 		}
 		if len(p.LoginPorts) > 0 && (p.LoginState == "" || !slices.ContainsFunc(p.Login, func(d string) bool { return strings.HasPrefix(p.LoginState, d+"/") })) {
 			t.Errorf("%s: LoginState %q is not in its login directories %v", p.Name, p.LoginState, p.Login)
+		}
+	}
+}
+
+// The codex key is claude's jail's to refuse, the Anthropic key is not
+// (claude reads it, and so do opencode and pi); copilot refuses both.
+func TestSharedCredentials(t *testing.T) {
+	c, _ := Lookup("claude")
+	o, _ := Lookup("opencode")
+	cp, _ := Lookup("copilot")
+	if slices.Contains(c.OthersCredentials(), "ANTHROPIC_API_KEY") || slices.Contains(o.OthersCredentials(), "ANTHROPIC_API_KEY") {
+		t.Errorf("a shared key is refused in its readers' jails: %v / %v", c.OthersCredentials(), o.OthersCredentials())
+	}
+	if !slices.Contains(c.OthersCredentials(), "CODEX_API_KEY") || !slices.Contains(c.OthersCredentials(), "FACTORY_API_KEY") {
+		t.Errorf("claude's jail does not refuse others' keys: %v", c.OthersCredentials())
+	}
+	for _, k := range []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "FACTORY_API_KEY"} {
+		if !slices.Contains(cp.OthersCredentials(), k) {
+			t.Errorf("copilot's jail does not refuse %s: %v", k, cp.OthersCredentials())
+		}
+	}
+	if n := len(cp.OthersCredentials()); n != len(slices.Compact(slices.Sorted(slices.Values(cp.OthersCredentials())))) {
+		t.Errorf("OthersCredentials has duplicates: %v", cp.OthersCredentials())
+	}
+}
+
+// Every name that moves or drops a vendor's policy or guard, and every
+// name a jail sets itself, is refused in pass_env.
+func TestRefusedEnv(t *testing.T) {
+	r := RefusedEnv()
+	for _, n := range []string{"OPENCODE_TEST_MANAGED_CONFIG_DIR", "OPENCODE_PURE", "COPILOT_ALLOW_ALL",
+		"COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH", "FACTORY_HOME_OVERRIDE", "PI_PACKAGE_DIR",
+		"OPENCODE_DISABLE_AUTOUPDATE", "COPILOT_AUTO_UPDATE", "FACTORY_DROID_AUTO_UPDATE_ENABLED", "PI_SKIP_VERSION_CHECK",
+		"CLAUDE_CONFIG_DIR", "DISABLE_AUTOUPDATER", "CODEX_UPDATE_DISABLED", "GEMINI_SANDBOX"} {
+		if !slices.Contains(r, n) {
+			t.Errorf("RefusedEnv lacks %s: %v", n, r)
+		}
+	}
+	for _, n := range []string{"ANTHROPIC_API_KEY", "PATH", "", "COPILOT_MODEL"} {
+		if slices.Contains(r, n) {
+			t.Errorf("RefusedEnv has %q", n)
+		}
+	}
+	for _, p := range All() {
+		for _, kv := range p.Env {
+			if strings.HasPrefix(kv, "COPILOT_ALLOW_ALL=") {
+				t.Errorf("%s sets %s: it would trust the workspace's hooks", p.Name, kv)
+			}
+		}
+	}
+}
+
+// The four agents installed from their npm packages: where each runs
+// from, its login state and what of it is read-only, what of a workspace
+// is protected, its updater off, its policy handler or none (jail only).
+func TestMoreProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		name, binary, interp, policy, npm string
+		login, homeRO, wsRO, env          []string
+	}{
+		{"opencode", "/usr/libexec/cco/opencode/current/opencode", "", "opencode", "opencode-ai",
+			[]string{".config/opencode", ".local/share/opencode", ".local/state/opencode"}, []string{".config/opencode/"},
+			[]string{".opencode/", "opencode.json", "opencode.jsonc"}, []string{"OPENCODE_DISABLE_AUTOUPDATE=1"}},
+		{"droid", "/usr/libexec/cco/droid/current/droid", "", "droid", "@factory/cli",
+			[]string{".factory"}, []string{".factory/settings.json", ".factory/hooks.json", ".factory/mcp.json"},
+			[]string{".factory/"}, []string{"FACTORY_DROID_AUTO_UPDATE_ENABLED=false", "FACTORY_DISABLE_KEYRING=1"}},
+		{"pi", "/usr/libexec/cco/pi/current/node_modules/@mariozechner/pi-coding-agent/dist/cli.js", "/usr/libexec/cco/pi/current/node", "", "@mariozechner/pi-coding-agent",
+			[]string{".pi"}, []string{".pi/agent/settings.json", ".pi/agent/extensions/", ".pi/agent/bin/"},
+			[]string{".pi/"}, []string{"PI_SKIP_VERSION_CHECK=1"}},
+		{"copilot", "/usr/libexec/cco/copilot/current/copilot", "", "", "@github/copilot",
+			[]string{".copilot"}, []string{".copilot/settings.json", ".copilot/pkg/", ".copilot/mcp-config.json"},
+			[]string{".github/hooks/", ".mcp.json"}, []string{"COPILOT_AUTO_UPDATE=false"}},
+	} {
+		p, ok := Lookup(tc.name)
+		if !ok {
+			t.Errorf("no %s profile", tc.name)
+			continue
+		}
+		if p.Binary != tc.binary || p.Interpreter != tc.interp || p.Policy != tc.policy || p.Installers.NPMPackage != tc.npm || p.Default {
+			t.Errorf("%s: %+v", tc.name, p)
+		}
+		if !reflect.DeepEqual(p.Login, tc.login) {
+			t.Errorf("%s: login %v", tc.name, p.Login)
+		}
+		for _, want := range [][2][]string{{p.HomeReadOnly, tc.homeRO}, {p.WorkspaceReadOnly, tc.wsRO}, {p.Env, tc.env}} {
+			for _, w := range want[1] {
+				if !slices.Contains(want[0], w) {
+					t.Errorf("%s: %v lacks %s", tc.name, want[0], w)
+				}
+			}
+		}
+		// Read-only home paths lie in the login state the jail binds.
+		for _, r := range p.HomeReadOnly {
+			if !slices.ContainsFunc(p.Login, func(l string) bool { return r == l+"/" || strings.HasPrefix(r, l+"/") }) {
+				t.Errorf("%s: %s is outside its login %v", tc.name, r, p.Login)
+			}
+		}
+		if len(p.Credentials) == 0 || len(p.Secrets) == 0 || len(p.LoginEndpoints) == 0 || len(p.Telemetry) == 0 {
+			t.Errorf("%s: incomplete %+v", tc.name, p)
+		}
+	}
+}
+
+func TestOpencodeArgs(t *testing.T) {
+	o, _ := Lookup("opencode")
+	for _, tc := range []struct {
+		name     string
+		in, want []string
+	}{
+		{"empty", nil, []string{}},
+		{"run", []string{"run", "hi"}, []string{"run", "hi"}},
+		{"--pure", []string{"--pure", "run", "hi"}, []string{"run", "hi"}},
+		{"--pure=true", []string{"run", "--pure=true", "hi"}, []string{"run", "hi"}},
+		{"--pure true", []string{"run", "--pure", "true", "hi"}, []string{"run", "hi"}},
+		{"--no-pure", []string{"--no-pure"}, []string{}},
+		{"--auto kept", []string{"run", "--auto", "x"}, []string{"run", "--auto", "x"}},
+		{"after --", []string{"run", "--", "--pure"}, []string{"run", "--", "--pure"}},
+	} {
+		if got := o.Args(tc.in, Options{}); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Args(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestCopilotArgs(t *testing.T) {
+	c, _ := Lookup("copilot")
+	for _, tc := range []struct {
+		name     string
+		in, want []string
+	}{
+		{"empty", nil, []string{}},
+		{"prompt", []string{"-p", "hi", "--allow-all-tools"}, []string{"-p", "hi", "--allow-all-tools"}},
+		{"prefer", []string{"--prefer-version", "9.9.9", "-p", "x"}, []string{"-p", "x"}},
+		{"prefer=", []string{"--prefer-version=9.9.9"}, []string{}},
+		{"a prompt that looks like it", []string{"-p", "--prefer-version"}, []string{"-p", "--prefer-version"}},
+		{"after --", []string{"--", "--prefer-version", "1"}, []string{"--", "--prefer-version", "1"}},
+		{"-- is no value", []string{"--prefer-version", "--", "x"}, []string{"--", "x"}},
+	} {
+		if got := c.Args(tc.in, Options{}); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Args(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+	for _, n := range []string{"droid", "pi"} {
+		p, _ := Lookup(n)
+		in := []string{"exec", "--auto", "high", "hi"}
+		if got := p.Args(in, Options{}); !reflect.DeepEqual(got, in) {
+			t.Errorf("%s: Args(%q) = %q", n, in, got)
 		}
 	}
 }

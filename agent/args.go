@@ -243,3 +243,114 @@ var geminiValueFlags = map[string]bool{
 	"--allowed-tools": true, "-e": true, "--extensions": true, "--session-file": true, "--session-id": true,
 	"--include-directories": true, "-o": true, "--output-format": true,
 }
+
+// opencodeArgs strips --pure in every spelling: it drops every external
+// plugin, cco's guard among them. OpenCode has no sandbox of its own, and
+// its permission prompts stay (--auto is the user's, as claude's
+// --dangerously-skip-permissions is). Nothing after "--" is touched.
+func opencodeArgs(user []string, _ Options) []string {
+	out := make([]string, 0, len(user))
+	skip := false
+	for i, a := range user {
+		if a == "--" {
+			return append(out, user[i:]...)
+		}
+		if name, _, hasVal := splitFlag(a); name == "--pure" || name == "--no-pure" {
+			// yargs takes a following true or false as the flag's value.
+			if !hasVal && i+1 < len(user) && (user[i+1] == "true" || user[i+1] == "false") {
+				skip = true
+			}
+			continue
+		}
+		if skip {
+			skip = false
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// opencodeValueFlags are OpenCode's global options that take the next
+// argument as their value.
+var opencodeValueFlags = map[string]bool{
+	"--log-level": true, "--port": true, "--hostname": true, "--mdns-domain": true, "--cors": true,
+	"-m": true, "--model": true, "-s": true, "--session": true, "--prompt": true, "--agent": true,
+	"--replay-limit": true,
+}
+
+// opencodeSubcommand names the command the user's arguments run: "providers
+// login" for `opencode providers login` and its alias `opencode auth
+// login`, else the first positional argument (a project directory for the
+// TUI, or a subcommand).
+func opencodeSubcommand(user []string) string {
+	var pos []string
+	for i := 0; i < len(user) && len(pos) < 2; i++ {
+		a := user[i]
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		if name, _, hasVal := splitFlag(a); opencodeValueFlags[name] && !hasVal && takesNext(user, i) {
+			i++
+		}
+	}
+	switch {
+	case len(pos) == 0:
+		return ""
+	case (pos[0] == "providers" || pos[0] == "auth") && len(pos) > 1 && pos[1] == "login":
+		return "providers login"
+	}
+	return pos[0]
+}
+
+// droidArgs keeps the user's arguments: Droid's own sandbox is a setting,
+// off unless the user's settings turn it on, and its autonomy flags
+// (--auto, --skip-permissions-unsafe) are the user's.
+func droidArgs(user []string, _ Options) []string {
+	return append(make([]string, 0, len(user)), user...)
+}
+
+// piArgs keeps the user's arguments: Pi has no sandbox and asks no
+// permission.
+func piArgs(user []string, _ Options) []string {
+	return append(make([]string, 0, len(user)), user...)
+}
+
+// copilotArgs strips --prefer-version (with its value): it makes the loader
+// run another version out of the package caches, ~/.copilot/pkg among
+// them, instead of the installed one. Nothing after "--" is touched.
+func copilotArgs(user []string, _ Options) []string {
+	out := make([]string, 0, len(user))
+	for i := 0; i < len(user); i++ {
+		a := user[i]
+		if a == "--" {
+			return append(out, user[i:]...)
+		}
+		name, _, hasVal := splitFlag(a)
+		if name == "--prefer-version" {
+			if !hasVal && takesNext(user, i) {
+				i++
+			}
+			continue
+		}
+		out = append(out, a)
+		if copilotValueFlags[name] && !hasVal && takesNext(user, i) {
+			i++
+			out = append(out, user[i])
+		}
+	}
+	return out
+}
+
+// copilotValueFlags take a value in the next argument unless written with
+// "=": a prompt such as `-p --prefer-version` is the prompt.
+var copilotValueFlags = map[string]bool{
+	"-p": true, "--prompt": true, "-i": true, "--interactive": true, "--model": true, "--agent": true,
+	"-n": true, "--name": true, "--session-id": true, "-C": true, "--log-dir": true, "--log-level": true,
+	"--add-dir": true, "--attachment": true, "--reasoning-effort": true, "--context": true, "--auto-tier": true,
+	"--stream": true, "--output-format": true, "--extension-sdk-path": true,
+}

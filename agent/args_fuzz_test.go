@@ -216,3 +216,61 @@ func FuzzGeminiArgs(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOpencodeArgs checks opencode's rewrite on any argv: --pure (which
+// drops cco's guard plugin) never survives before "--", in any spelling;
+// the rest is the user's arguments in their order, and after "--" nothing
+// changes.
+func FuzzOpencodeArgs(f *testing.F) {
+	addArgSeeds(f, nil, []string{"--pure"}, []string{"run", "--pure=1", "hi"}, []string{"--pure", "true", "x"},
+		[]string{"run", "--", "--pure"})
+	p, _ := Lookup("opencode")
+	f.Fuzz(func(t *testing.T, s string, _ bool) {
+		user := argvfuzz.Split(s)
+		got := p.Args(user, Options{})
+		head, tail := beforeDashDash(got)
+		_, userTail := beforeDashDash(user)
+		if !slices.Equal(tail, userTail) {
+			t.Fatalf("Args(%q) = %q: the part from -- on changed", user, got)
+		}
+		for _, a := range head {
+			if a == "--pure" || strings.HasPrefix(a, "--pure=") {
+				t.Fatalf("Args(%q) = %q: %q survived", user, got, a)
+			}
+		}
+		if !argvfuzz.IsSubsequence(got, user) {
+			t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
+		}
+	})
+}
+
+// FuzzCopilotArgs checks copilot's rewrite on any argv: --prefer-version
+// never survives as a flag before "--" (a value of -p may spell it); the
+// rest is the user's arguments in their order, and after "--" nothing
+// changes.
+func FuzzCopilotArgs(f *testing.F) {
+	addArgSeeds(f, nil, []string{"--prefer-version", "1.0.0"}, []string{"-p", "--prefer-version"},
+		[]string{"--prefer-version=2", "--", "--prefer-version"}, []string{"--prefer-version", "--", "x"})
+	p, _ := Lookup("copilot")
+	f.Fuzz(func(t *testing.T, s string, _ bool) {
+		user := argvfuzz.Split(s)
+		got := p.Args(user, Options{})
+		head, tail := beforeDashDash(got)
+		_, userTail := beforeDashDash(user)
+		if !slices.Equal(tail, userTail) {
+			t.Fatalf("Args(%q) = %q: the part from -- on changed", user, got)
+		}
+		for i := 0; i < len(head); i++ {
+			name, _, hasVal := splitFlag(head[i])
+			if name == "--prefer-version" {
+				t.Fatalf("Args(%q) = %q: --prefer-version survived", user, got)
+			}
+			if copilotValueFlags[name] && !hasVal {
+				i++ // its value, whatever it spells
+			}
+		}
+		if !argvfuzz.IsSubsequence(got, user) {
+			t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
+		}
+	})
+}

@@ -66,6 +66,8 @@ fuzz ./vendorfetch/extract/ FuzzExtract 20000x
 fuzz ./agent/ FuzzClaudeArgs 200000x
 fuzz ./agent/ FuzzCodexArgs 200000x
 fuzz ./agent/ FuzzGeminiArgs 200000x
+fuzz ./agent/ FuzzOpencodeArgs 100000x
+fuzz ./agent/ FuzzCopilotArgs 100000x
 fuzz ./sandbox/egress/policy/ FuzzParse 100000x
 fuzz ./sandbox/appserver/ FuzzArgs 200000x
 fuzz ./rcfile/ FuzzFind 200000x
