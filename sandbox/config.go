@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/toolchains"
 )
@@ -169,8 +171,8 @@ func refusedEnv(n string) string {
 		return "is set by the jail itself or changes how programs start"
 	case strings.HasPrefix(n, "LD_"), strings.HasPrefix(n, "CCO_"), strings.HasPrefix(n, "GIT_CONFIG"):
 		return "is refused (LD_*, CCO_* and GIT_CONFIG* never enter the jail)"
-	case n == "CLAUDE_CONFIG_DIR" || n == "DISABLE_AUTOUPDATER" || n == "DISABLE_UPDATES" || n == "CODEX_UPDATE_DISABLED":
-		return "is set by the jail itself"
+	case slices.Contains(agent.RefusedEnv(), n):
+		return "is set by the jail itself, or moves or drops an agent's policy or guard (the agent profiles' RefusedEnv)"
 	}
 	return ""
 }
