@@ -106,12 +106,14 @@ func newFixture(t testing.TB) *fixture {
 		f.home + "/.claude", f.home + "/.codex/packages", f.home + "/.ssh", f.home + "/.config/gh",
 		f.ws + "/.git/hooks", f.ws + "/.claude", f.ws + "/.codex", f.ws + "/.gemini", f.rt,
 		f.home + "/.cache/cco/claude", f.home + "/.cache/cco/codex", f.home + "/.cache/cco/gemini",
+		f.ws + "/.opencode", f.ws + "/.factory", f.ws + "/.pi",
 	} {
 		must(t, os.MkdirAll(d, 0o700))
 	}
 	for _, p := range []string{
 		f.home + "/.claude/settings.json", f.home + "/.codex/config.toml", f.home + "/.claude.json",
 		f.ws + "/.git/config", f.ws + "/.claude/settings.json", f.ws + "/.codex/config.toml", f.ws + "/.gemini/settings.json",
+		f.ws + "/opencode.json", f.ws + "/opencode.jsonc", f.ws + "/.mcp.json",
 	} {
 		must(t, os.WriteFile(p, []byte("{}"), 0o600))
 	}
