@@ -8,7 +8,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strings"
 
 	"github.com/tailscale/hujson"
 
@@ -129,14 +128,7 @@ func ParseGeminiPolicy(path string, b []byte) (GeminiPolicy, error) {
 	var p GeminiPolicy
 	std, err := hujson.Standardize(b)
 	if err != nil {
-		// hujson says "hujson: line L, column C: why".
-		var line, col int
-		if _, serr := fmt.Sscanf(err.Error(), "hujson: line %d, column %d:", &line, &col); serr == nil {
-			_, msg, _ := strings.Cut(err.Error(), ": ")
-			_, msg, _ = strings.Cut(msg, ": ")
-			return p, &SyntaxError{Path: path, Line: line, Col: col, Msg: msg}
-		}
-		return p, fmt.Errorf("%s does not parse: %w", path, err)
+		return p, hujsonError(path, err)
 	}
 	var f geminiSettings
 	// Standardize keeps every offset, so the errors' positions are the file's.

@@ -107,7 +107,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, a := range c.Agents {
-		if handlerOf(a) == nil {
+		if p, ok := agent.Lookup(a); !ok || p.Policy != "" && handlerOf(a) == nil {
 			return fmt.Errorf("agent %q has no managed policy: use %s", a, agent.List(agent.Names(), "or"))
 		}
 	}
@@ -131,8 +131,10 @@ func Steps(cfg Config) []provision.Step {
 	}
 	var steps []provision.Step
 	for _, a := range agent.Names() {
-		if slices.Contains(cfg.Agents, a) {
-			steps = append(steps, handlerOf(a).steps(cfg)...)
+		// An agent whose vendor has no admin layer for a hook (its
+		// profile names no policy) is jail only.
+		if h := handlerOf(a); h != nil && slices.Contains(cfg.Agents, a) {
+			steps = append(steps, h.steps(cfg)...)
 		}
 	}
 	return steps

@@ -49,6 +49,18 @@ func matchesStartup(m *string) bool {
 	return re.MatchString("startup")
 }
 
+// hujsonError turns hujson's "hujson: line L, column C: why" into a
+// *SyntaxError.
+func hujsonError(path string, err error) error {
+	var line, col int
+	if _, serr := fmt.Sscanf(err.Error(), "hujson: line %d, column %d:", &line, &col); serr == nil {
+		_, msg, _ := strings.Cut(err.Error(), ": ")
+		_, msg, _ = strings.Cut(msg, ": ")
+		return &SyntaxError{Path: path, Line: line, Col: col, Msg: msg}
+	}
+	return fmt.Errorf("%s does not parse: %w", path, err)
+}
+
 func jsonError(path string, b []byte, err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError

@@ -25,6 +25,9 @@ const (
 	Defeated WireState = "defeated"
 	// Malformed: the file that should wire the guard does not parse.
 	Malformed WireState = "malformed"
+	// JailOnly: the vendor has no admin policy layer that can run a hook
+	// (the profile names no policy): the agent has the jail and no guard.
+	JailOnly WireState = "jail-only"
 )
 
 // Wiring is one agent's answer for `cco-install status`.
@@ -46,6 +49,10 @@ func Wired(root *provision.Root, rc *provision.Receipt, agents []string) []Wirin
 	var out []Wiring
 	for _, a := range agents {
 		h := handlerOf(a)
+		if p, ok := agent.Lookup(a); ok && p.Policy == "" {
+			out = append(out, Wiring{Agent: a, State: JailOnly, Detail: a + " has no guard: its vendor has no admin policy layer that runs a hook, so it is confined by the jail alone (start it as " + a + ", which is cco's wrapper)"})
+			continue
+		}
 		if h == nil {
 			out = append(out, Wiring{Agent: a, State: NotWiredMissing, Detail: fmt.Sprintf("cco has no guard policy for an agent named %q", a), Fix: "name one of " + agent.List(agent.Names(), "or")})
 			continue

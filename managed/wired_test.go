@@ -73,6 +73,14 @@ func TestInstallThenStatusActive(t *testing.T) {
 		t.Fatalf("install: %+v", rep.Steps)
 	}
 	for _, w := range managed.Wired(tg.root, tg.receipt(), nil) {
+		p, _ := agent.Lookup(w.Agent)
+		if p.Policy == "" {
+			// Jail only: no vendor layer to wire, and status says so.
+			if w.Active || w.State != managed.JailOnly || !strings.Contains(w.Detail, "jail alone") {
+				t.Errorf("%s: %+v, want jail only", w.Agent, w)
+			}
+			continue
+		}
 		if !w.Active || w.State != managed.WiredOurs {
 			t.Errorf("%s: %+v, want active and ours", w.Agent, w)
 		}
