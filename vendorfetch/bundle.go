@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	"crypto/sha512"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"hash"
@@ -14,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/ulikunitz/xz"
+	"golang.org/x/sys/unix"
 
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/vendorfetch/extract"
@@ -194,6 +197,67 @@ func (b *bundleSource) download(ctx context.Context, url string, dst *os.File, h
 		return 0, fmt.Errorf("%s: %s holds %d bytes, more than the expected %d (size mismatch)", b.path, url, size, limit)
 	}
 	return io.CopyBuffer(io.MultiWriter(dst, h), tr, make([]byte, 256<<10))
+}
+
+// bundleWant is a member to take out of a bundle: the file to write it to
+// and the integrity it must have.
+type bundleWant struct{ file, integrity string }
+
+// extractMembers writes each wanted member (by name) to its file in dir in
+// one pass over the bundle, each kept only when its sha512 is the
+// integrity's; every wanted member must be there.
+func (b *bundleSource) extractMembers(dir *os.File, want map[string]bundleWant) error {
+	f, tr, err := b.open()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	left := len(want)
+	for left > 0 {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("the bundle %s is damaged: %w", b.path, err)
+		}
+		w, ok := want[h.Name]
+		if !ok {
+			continue
+		}
+		if err := copyVerified(tr, dir, w, b.path+": "+h.Name); err != nil {
+			return err
+		}
+		delete(want, h.Name)
+		left--
+	}
+	for name := range want {
+		return &NotFoundError{URL: b.path + ": " + name}
+	}
+	return nil
+}
+
+// copyVerified writes r to w.file in dir through the hash, and keeps it
+// only when its sha512 is w.integrity's.
+func copyVerified(r io.Reader, dir *os.File, w bundleWant, what string) error {
+	want, err := sha512Of(w.integrity)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := createIn(dir, w.file, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	h := sha512.New()
+	if _, err := io.CopyBuffer(io.MultiWriter(out, h), r, make([]byte, 256<<10)); err != nil {
+		return err
+	}
+	if got := h.Sum(nil); string(got) != string(want) {
+		unix.Unlinkat(int(dir.Fd()), w.file, 0)
+		return fmt.Errorf("%s: sha512 %s, but dist.integrity says %s (integrity mismatch): refusing it; nothing was installed (fix: make the bundle again)", what, base64.StdEncoding.EncodeToString(got), w.integrity)
+	}
+	return nil
 }
 
 // WriteBundle fetches the resolved releases of cfg.Agents, verified as for

@@ -1,5 +1,7 @@
 // Package vendorfetch obtains the vendors' agent releases (Claude Code,
-// Codex and Gemini CLI) and installs them off PATH under /usr/libexec/cco:
+// Codex, Gemini CLI, and the agents only an npm registry serves: OpenCode,
+// Droid, Pi and Copilot CLI) and installs them off PATH under
+// /usr/libexec/cco:
 // it resolves a channel or a pinned version, downloads from the vendor's
 // store, an npm registry, a mirror or an offline bundle (streamed to disk
 // through the hash, retried, resumed with Range), verifies every byte (size,
@@ -34,9 +36,13 @@ const FirstSignedClaude = "2.1.89"
 
 // Step ids: vendor.<agent>.
 const (
-	StepClaude = "vendor." + AgentClaude
-	StepCodex  = "vendor." + AgentCodex
-	StepGemini = "vendor." + AgentGemini
+	StepClaude   = "vendor." + AgentClaude
+	StepCodex    = "vendor." + AgentCodex
+	StepGemini   = "vendor." + AgentGemini
+	StepOpencode = "vendor." + AgentOpencode
+	StepDroid    = "vendor." + AgentDroid
+	StepPi       = "vendor." + AgentPi
+	StepCopilot  = "vendor." + AgentCopilot
 )
 
 // Sources of claude's and codex's releases (claude.source, codex.source).
@@ -50,10 +56,32 @@ const PublicRegistry = "https://registry.npmjs.org"
 
 // The vendors' npm packages: the profiles' (agent.Installers.NPMPackage).
 var (
-	NpmClaude = npmPackage(AgentClaude)
-	NpmCodex  = npmPackage(AgentCodex)
-	NpmGemini = npmPackage(AgentGemini)
+	NpmClaude   = npmPackage(AgentClaude)
+	NpmCodex    = npmPackage(AgentCodex)
+	NpmGemini   = npmPackage(AgentGemini)
+	NpmOpencode = npmPackage(AgentOpencode)
+	NpmDroid    = npmPackage(AgentDroid)
+	NpmPi       = npmPackage(AgentPi)
+	NpmCopilot  = npmPackage(AgentCopilot)
 )
+
+// npmOnly are the agents only an npm registry serves, each with its own
+// <name>.registry, .channel and .version (Config.Npm).
+var npmOnly = []string{AgentOpencode, AgentDroid, AgentPi, AgentCopilot}
+
+// NpmOnly lists the agents only an npm registry serves.
+func NpmOnly() []string { return slices.Clone(npmOnly) }
+
+// Title is the vendor's name of an agent this package installs ("" for
+// none).
+func Title(agent string) string {
+	a, _ := lookupAgent(agent)
+	return a.title
+}
+
+// RunsOnNode reports whether the agent is a Node program, run by the Node
+// that its <agent>.node names.
+func RunsOnNode(agent string) bool { return npmLayoutOf(agent).node }
 
 func npmPackage(name string) string {
 	p, ok := agent.Lookup(name)
@@ -69,6 +97,9 @@ type Config struct {
 	Claude ClaudeConfig
 	Codex  CodexConfig
 	Gemini GeminiConfig
+	// Npm are the settings of the agents only an npm registry serves
+	// (npmOnly), by name.
+	Npm map[string]NpmConfig
 	// NpmKeys is the path of a file of registry signing keys, in the form
 	// of a registry's /-/npm/v1/keys answer, trusted besides the public
 	// registry's keys shipped with cco ("" = those alone).
@@ -142,6 +173,31 @@ type GeminiConfig struct {
 	Node string
 }
 
+// NpmConfig is an agent that only an npm registry serves: its dist-tag or
+// pinned version and the registry.
+type NpmConfig struct {
+	Channel, Version, Registry string
+	// Node, for a Node program (Pi), is the Node binary that runs it: a
+	// name looked up on the target's system PATH, or an absolute path.
+	Node string
+}
+
+// npmSettings are agent's npm settings: Gemini CLI's keys, or an npm-only
+// agent's (false for claude and codex, whose npm source is an option).
+func (c Config) npmSettings(agent string) (NpmConfig, bool) {
+	if agent == AgentGemini {
+		return NpmConfig{Channel: c.Gemini.Channel, Version: c.Gemini.Version, Registry: c.Gemini.Registry, Node: c.Gemini.Node}, true
+	}
+	n, ok := c.Npm[agent]
+	return n, ok
+}
+
+// nodeOf is the Node binary setting (<agent>.node) of a Node program.
+func (c Config) nodeOf(agent string) string {
+	n, _ := c.npmSettings(agent)
+	return n.Node
+}
+
 // DefaultChannel is an agent's channel when none is set and no version is
 // pinned: the store's stable for Claude, npm's latest dist-tag otherwise.
 func DefaultChannel(agent, source string) string {
@@ -175,6 +231,7 @@ func DefaultConfig() Config {
 			Registry: PublicRegistry,
 			Node:     "node",
 		},
+		Npm:         defaultNpm(),
 		UnpackLimit: extract.DefaultLimit,
 		Retries:     4,
 		Backoff:     time.Second,
@@ -182,6 +239,20 @@ func DefaultConfig() Config {
 		Timeout:     60 * time.Second,
 		Progress:    "auto",
 	}
+}
+
+// defaultNpm is every npm-only agent's default: npm's latest dist-tag on
+// the public registry, and the system's node for a Node program.
+func defaultNpm() map[string]NpmConfig {
+	m := map[string]NpmConfig{}
+	for _, a := range npmOnly {
+		n := NpmConfig{Channel: "latest", Registry: PublicRegistry}
+		if npmLayoutOf(a).node {
+			n.Node = "node"
+		}
+		m[a] = n
+	}
+	return m
 }
 
 // versionRE is the only shape a version may have before it names a path
@@ -215,6 +286,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.Gemini.validate(c.Explicit); err != nil {
 		return err
+	}
+	for _, a := range npmOnly {
+		if err := c.Npm[a].validate(a, c.Explicit); err != nil {
+			return err
+		}
 	}
 	if c.UnpackLimit < 0 {
 		return fmt.Errorf("unpack_limit: %d is negative (bytes; default %d)", c.UnpackLimit, extract.DefaultLimit)
@@ -343,6 +419,21 @@ func (c Config) withDefaults() Config {
 	if c.Gemini.Channel == "" && c.Gemini.Version == "" {
 		c.Gemini.Channel = DefaultChannel(AgentGemini, SourceNpm)
 	}
+	npm := map[string]NpmConfig{}
+	for _, a := range npmOnly {
+		n, dn := c.Npm[a], d.Npm[a]
+		if n.Registry == "" {
+			n.Registry = dn.Registry
+		}
+		if n.Node == "" {
+			n.Node = dn.Node
+		}
+		if n.Channel == "" && n.Version == "" {
+			n.Channel = DefaultChannel(a, SourceNpm)
+		}
+		npm[a] = n
+	}
+	c.Npm = npm
 	if c.Log == nil {
 		c.Log = io.Discard
 	}

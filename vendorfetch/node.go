@@ -35,9 +35,10 @@ func needsNode(pkg, want string) string {
 	return strings.TrimSpace(pkg + " needs Node.js " + want)
 }
 
-// nodeFix is the fix for every Node the step cannot use.
-func nodeFix(want string) string {
-	return strings.TrimSpace("install Node.js "+want) + " system-wide (apt-get install nodejs, or NodeSource's packages for a newer one) or set gemini.node to the path of one outside the homes"
+// nodeFix is the fix for every Node the step cannot use; key is the
+// setting that names it (<agent>.node).
+func nodeFix(key, want string) string {
+	return strings.TrimSpace("install Node.js "+want) + " system-wide (apt-get install nodejs, or NodeSource's packages for a newer one) or set " + key + " to the path of one outside the homes"
 }
 
 // enginesNode is the engines.node range of a package.json or packument
@@ -52,10 +53,10 @@ func enginesNode(raw json.RawMessage) string {
 	return strings.TrimSpace(e["node"])
 }
 
-// findNode is the target-system path of the Node that node (gemini.node)
-// names, its links resolved: the file that a link to it reaches in every
-// jail. pkg and want are for the messages.
-func findNode(run *provision.View, node, pkg, want string) (string, error) {
+// findNode is the target-system path of the Node that node (the setting
+// key, <agent>.node) names, its links resolved: the file that a link to it
+// reaches in every jail. pkg and want are for the messages.
+func findNode(run *provision.View, key, node, pkg, want string) (string, error) {
 	p := node
 	if !strings.HasPrefix(node, "/") {
 		p = ""
@@ -66,43 +67,48 @@ func findNode(run *provision.View, node, pkg, want string) (string, error) {
 			}
 		}
 		if p == "" {
-			return "", fmt.Errorf("%s, and there is no %q on the system PATH (%s): %s", needsNode(pkg, want), node, strings.Join(systemPath, ":"), nodeFix(want))
+			return "", fmt.Errorf("%s, and there is no %q on the system PATH (%s): %s", needsNode(pkg, want), node, strings.Join(systemPath, ":"), nodeFix(key, want))
 		}
 	} else if _, err := run.Root.Lstat(p); err != nil {
-		return "", fmt.Errorf("gemini.node %s: %v: %s", p, err, nodeFix(want))
+		return "", fmt.Errorf("%s %s: %v: %s", key, p, err, nodeFix(key, want))
 	}
 	resolved, err := resolveIn(run.Root, p)
 	if err != nil {
-		return "", fmt.Errorf("gemini.node %s: %v: %s", p, err, nodeFix(want))
+		return "", fmt.Errorf("%s %s: %v: %s", key, p, err, nodeFix(key, want))
 	}
 	if d := hiddenTree(run.Root, resolved); d != "" {
-		return "", fmt.Errorf("gemini.node %s is %s, under %s, which the jail does not show (it gives every session an empty home and a private /tmp and /run): %s", p, resolved, d, nodeFix(want))
+		return "", fmt.Errorf("%s %s is %s, under %s, which the jail does not show (it gives every session an empty home and a private /tmp and /run): %s", key, p, resolved, d, nodeFix(key, want))
 	}
-	if err := rootsNode(run, "gemini.node "+p, p); err != nil {
+	if err := rootsNode(run, key, key+" "+p, p); err != nil {
 		return "", err
 	}
 	return resolved, nil
 }
 
-// unsafeNodeFix is the fix of a Node that someone but root can change.
-const unsafeNodeFix = "make the file and each directory above it root's and writable by root alone (chown root:root, chmod go-w), or set gemini.node to a Node that is; then run `sudo cco-install`"
+// unsafeNodeFix is the fix of a Node that someone but root can change;
+// key is the setting that names it (<agent>.node).
+func unsafeNodeFix(key string) string {
+	return "make the file and each directory above it root's and writable by root alone (chown root:root, chmod go-w), or set " + key + " to a Node that is; then run `sudo cco-install`"
+}
 
 // unsafeNodeError is a Node that someone but root can change.
-type unsafeNodeError struct{ msg string }
+type unsafeNodeError struct{ msg, fix string }
 
-func (e *unsafeNodeError) Error() string { return e.msg + " (fix: " + unsafeNodeFix + ")" }
+func (e *unsafeNodeError) Error() string { return e.msg + " (fix: " + e.fix + ")" }
 
 // rootsNode refuses a Node that someone but root can change (what names
-// it: the gemini.node key, or the link the vendor step made): the file,
+// it: the <agent>.node key, or the link the vendor step made): the file,
 // every directory above it and every link on the way (rootonly.Check). It
-// runs for every gemini user with their login: whoever can write it reads
-// their tokens. Under --root an unprivileged staging's own uid counts as
-// root's, since it owns the whole tree it stages. A Node that is not there
-// is no business of this check (findNode and interpreterDrift say so).
-func rootsNode(run *provision.View, what, p string) error {
+// runs for every user of the agent with their login: whoever can write it
+// reads their tokens. Under --root an unprivileged staging's own uid counts
+// as root's, since it owns the whole tree it stages. A Node that is not
+// there is no business of this check (findNode and interpreterDrift say
+// so).
+func rootsNode(run *provision.View, key, what, p string) error {
 	var re *rootonly.Error
 	if err := rootonly.Check(run.Root.Dir(), p, 0, os.Geteuid()); errors.As(err, &re) {
-		return &unsafeNodeError{fmt.Sprintf("%s is not root's alone: %v: any user who can change it runs code as every gemini user, with their login", what, re)}
+		agentName, _, _ := strings.Cut(key, ".")
+		return &unsafeNodeError{fmt.Sprintf("%s is not root's alone: %v: any user who can change it runs code as every %s user, with their login", what, re, agentName), unsafeNodeFix(key)}
 	}
 	return nil
 }
@@ -147,12 +153,12 @@ func hiddenTree(root provision.FileReader, p string) string {
 	return ""
 }
 
-// checkNode finds the Node binary gemini.node names and checks its version
-// against want, the package's engines.node. It returns the binary's path
-// on the target system, links resolved.
-func checkNode(run *provision.View, node, pkg, want string) (string, error) {
-	fix := nodeFix(want)
-	p, err := findNode(run, node, pkg, want)
+// checkNode finds the Node binary the setting key (<agent>.node) names and
+// checks its version against want, the package's engines.node. It returns
+// the binary's path on the target system, links resolved.
+func checkNode(run *provision.View, key, node, pkg, want string) (string, error) {
+	fix := nodeFix(key, want)
+	p, err := findNode(run, key, node, pkg, want)
 	if err != nil {
 		return "", err
 	}
@@ -197,8 +203,8 @@ func linkInterpreter(sgd *staging, name, node string) error {
 }
 
 // interpreterDrift says why version's interpreter link is not the Node that
-// gemini.node names now ("" when it is): Node was moved or removed, the key
-// changed, or the version was installed before cco made the link. Its
+// <agent>.node names now ("" when it is): Node was moved or removed, the
+// key changed, or the version was installed before cco made the link. Its
 // error is an unsafeNodeError alone: the link, or the Node the key names,
 // can be changed by someone but root.
 func interpreterDrift(run *provision.View, cfg Config, a vendorAgent, version string) (string, error) {
@@ -213,10 +219,11 @@ func interpreterDrift(run *provision.View, cfg Config, a vendorAgent, version st
 	if err != nil {
 		return err.Error(), nil
 	}
-	if err := rootsNode(run, "the interpreter link "+link, link); err != nil {
+	if err := rootsNode(run, a.name+".node", "the interpreter link "+link, link); err != nil {
 		return "", err
 	}
-	want, err := findNode(run, cfg.Gemini.Node, a.name+" "+version, "")
+	key, node := a.name+".node", cfg.nodeOf(a.name)
+	want, err := findNode(run, key, node, a.name+" "+version, "")
 	var un *unsafeNodeError
 	if errors.As(err, &un) {
 		return "", err
@@ -225,7 +232,7 @@ func interpreterDrift(run *provision.View, cfg Config, a vendorAgent, version st
 		return err.Error(), nil
 	}
 	if have != want {
-		return fmt.Sprintf("%s points at %s, but gemini.node (%s) is %s", link, have, cfg.Gemini.Node, want), nil
+		return fmt.Sprintf("%s points at %s, but %s (%s) is %s", link, have, key, node, want), nil
 	}
 	return "", nil
 }
@@ -244,18 +251,18 @@ func UnsafeInterpreters(run *provision.View, agents []string) []provision.Findin
 		}
 		link := a.dir + "/" + st.Version + "/" + a.interp
 		var un *unsafeNodeError
-		if err := rootsNode(run, "the interpreter link "+link, link); errors.As(err, &un) {
-			out = append(out, provision.Finding{ID: a.step, Path: link, Detail: un.msg, Fix: unsafeNodeFix})
+		if err := rootsNode(run, a.name+".node", "the interpreter link "+link, link); errors.As(err, &un) {
+			out = append(out, provision.Finding{ID: a.step, Path: link, Detail: un.msg, Fix: un.fix})
 		}
 	}
 	return out
 }
 
-// installedNode checks the Node that gemini.node names against the
+// installedNode checks the Node that <agent>.node names against the
 // installed version's own engines.node (its package.json, which the receipt
 // vouches for): a link is made again without fetching anything.
 func installedNode(run *provision.View, cfg Config, a vendorAgent, version string) (string, error) {
-	pj := a.dir + "/" + version + "/package.json"
+	pj := a.dir + "/" + version + "/" + a.pkgJSON
 	b, err := run.Root.ReadFile(pj)
 	if err != nil {
 		return "", fmt.Errorf("reading %s: %w (reinstall it: sudo cco-install --upgrade %s)", run.Root.HostPath(pj), err, a.name)
@@ -267,7 +274,7 @@ func installedNode(run *provision.View, cfg Config, a vendorAgent, version strin
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return "", fmt.Errorf("%s does not parse: %v (reinstall it: sudo cco-install --upgrade %s)", run.Root.HostPath(pj), err, a.name)
 	}
-	return checkNode(run, cfg.Gemini.Node, doc.Name+"@"+version, enginesNode(doc.Engines))
+	return checkNode(run, a.name+".node", cfg.nodeOf(a.name), doc.Name+"@"+version, enginesNode(doc.Engines))
 }
 
 // relinkInterpreter points version's interpreter link at node, atomically,

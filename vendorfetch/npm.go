@@ -40,6 +40,12 @@ type npmLayout struct {
 	validate func(vdir *os.File, files map[string]memberInfo, version, target string) error
 	node     bool // the package is a Node program: engines.node must hold
 	target   func(platform string) string
+	// native: the version is the platform package's own (npmnative.go).
+	native bool
+	// tree: a Node program installed with the whole dependency tree that
+	// npm resolves for it, each package verified and unpacked by cco
+	// (npmtree.go).
+	tree bool
 }
 
 func npmLayoutOf(agent string) npmLayout {
@@ -72,6 +78,14 @@ func npmLayoutOf(agent string) npmLayout {
 			validate: validateCodexTree,
 			target:   codexTarget,
 		}
+	case AgentOpencode:
+		return opencodeLayout()
+	case AgentDroid:
+		return droidLayout()
+	case AgentCopilot:
+		return copilotLayout()
+	case AgentPi:
+		return piLayout()
 	}
 	// Gemini CLI is one bundled Node program for every platform.
 	return npmLayout{
@@ -92,12 +106,15 @@ type npmSource struct {
 }
 
 func newNpmSource(cfg Config, agent string) *npmSource {
-	reg := cfg.Gemini.Registry
+	var reg string
 	switch agent {
 	case AgentClaude:
 		reg = cfg.Claude.Registry
 	case AgentCodex:
 		reg = cfg.Codex.Registry
+	default:
+		n, _ := cfg.npmSettings(agent)
+		reg = n.Registry
 	}
 	if cfg.Bundle != "" {
 		reg = bundleNpmBase
@@ -186,7 +203,14 @@ func (p *packument) manifest(u, version string) (*npmManifest, error) {
 	return &m, nil
 }
 
-func (n *npmSource) resolve(ctx context.Context, run *provision.View, tr source, pin, channel, _ string) (string, *resolved, error) {
+func (n *npmSource) resolve(ctx context.Context, run *provision.View, tr source, pin, channel, target string) (string, *resolved, error) {
+	if n.layout.native {
+		v, note, err := n.resolveNative(ctx, tr, pin, channel, target)
+		if err != nil {
+			return "", nil, err
+		}
+		return v, &resolved{note: note}, nil
+	}
 	p, u, err := n.packument(ctx, tr, n.layout.pkg, false)
 	if err != nil {
 		return "", nil, err
@@ -212,7 +236,7 @@ func (n *npmSource) resolve(ctx context.Context, run *provision.View, tr source,
 	res := &resolved{}
 	// A bundle is made where it is not run: its Node is the target's.
 	if n.layout.node && run != nil {
-		if res.node, err = checkNode(run, n.cfg.Gemini.Node, m.Name+"@"+m.Version, enginesNode(m.Engines)); err != nil {
+		if res.node, err = checkNode(run, n.agent+".node", n.cfg.nodeOf(n.agent), m.Name+"@"+m.Version, enginesNode(m.Engines)); err != nil {
 			return "", nil, err
 		}
 	}
@@ -266,55 +290,103 @@ type npmRelease struct {
 // registry signature and leaves its tarball in dir as "package.tgz" once
 // its sha512 is the integrity's.
 func (n *npmSource) fetchTarball(ctx context.Context, tr source, version, target string, dir *os.File) (*npmRelease, error) {
-	p, u, err := n.packument(ctx, tr, n.layout.pkg, true)
+	rel, m, err := n.buildManifest(ctx, tr, version, target)
 	if err != nil {
 		return nil, err
 	}
+	if err := n.download(ctx, tr, rel, m, dir, "package.tgz"); err != nil {
+		return nil, err
+	}
+	return rel, nil
+}
+
+// buildManifest is the packument entry of the build of version for
+// target: the platform package's own version for a native agent, else the
+// optional dependency the main package names, or the main package itself.
+func (n *npmSource) buildManifest(ctx context.Context, tr source, version, target string) (*npmRelease, *npmManifest, error) {
+	if n.layout.native {
+		name := n.layout.platformKey(target)
+		p, u, err := n.packument(ctx, tr, name, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		m, err := p.manifest(u, version)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &npmRelease{name: name, version: version, docs: map[string]*npmManifest{name: m}}, m, nil
+	}
+	p, u, err := n.packument(ctx, tr, n.layout.pkg, true)
+	if err != nil {
+		return nil, nil, err
+	}
 	main, err := p.manifest(u, version)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rel := &npmRelease{docs: map[string]*npmManifest{main.Name: main}}
 	name, bv, err := n.build(main, target)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m := main
 	if name != main.Name || bv != main.Version {
 		bp, bu := p, u
 		if name != p.Name {
 			if bp, bu, err = n.packument(ctx, tr, name, true); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if m, err = bp.manifest(bu, bv); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rel.docs[name+"@"+bv] = m
 	}
 	rel.name, rel.version = name, bv
-	want, err := sha512Of(m.Dist.Integrity)
-	if err != nil {
-		return nil, fmt.Errorf("%s@%s: %w", name, bv, err)
-	}
+	return rel, m, nil
+}
+
+// download verifies m's registry signature, when the registry serves one,
+// and leaves its tarball in dir as file once its sha512 is the
+// integrity's; rel records where it came from and what was checked.
+func (n *npmSource) download(ctx context.Context, tr source, rel *npmRelease, m *npmManifest, dir *os.File, file string) error {
 	keys, err := loadNpmKeys(n.cfg.NpmKeys)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	if rel.verified, rel.noKey, err = n.verifySignature(keys, m); err != nil {
+		return err
+	}
+	rel.url = n.tarballURL(m.Name, m.Dist.Tarball)
+	return n.fetchIntegrity(ctx, tr, rel.url, m.Name+"@"+m.Version, m.Dist.Integrity, dir, file)
+}
+
+// verifySignature checks m's registry signatures with keys, when the
+// registry serves any. It says what was verified, and why no signature
+// was, for the report.
+func (n *npmSource) verifySignature(keys []npmKey, m *npmManifest) (verified, noKey string, err error) {
 	if len(m.Dist.Signatures) == 0 {
-		rel.noKey = "the registry " + n.registryName() + " serves no signature for " + name
-		rel.verified = "sha512 (dist.integrity) only: the registry serves no signature"
-	} else {
-		kid, err := verifyNpmSignatures(keys, m.Dist.Signatures, name, bv, m.Dist.Integrity, m.published)
-		if err != nil {
-			return nil, err
-		}
-		rel.verified = "sha512 (dist.integrity) and the registry signature (key " + kid + ")"
+		return "sha512 (dist.integrity) only: the registry serves no signature",
+			"the registry " + n.registryName() + " serves no signature for " + m.Name, nil
 	}
-	rel.url = n.tarballURL(name, m.Dist.Tarball)
-	f, err := createIn(dir, "package.tgz.partial", 0o600)
+	kid, err := verifyNpmSignatures(keys, m.Dist.Signatures, m.Name, m.Version, m.Dist.Integrity, m.published)
 	if err != nil {
-		return nil, err
+		return "", "", err
+	}
+	return "sha512 (dist.integrity) and the registry signature (key " + kid + ")", "", nil
+}
+
+// fetchIntegrity downloads url into dir as file, through the hash, and
+// keeps it only when its sha512 is integrity's.
+func (n *npmSource) fetchIntegrity(ctx context.Context, tr source, url, what, integrity string, dir *os.File, file string) error {
+	want, err := sha512Of(integrity)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	partial := file + ".partial"
+	f, err := createIn(dir, partial, 0o600)
+	if err != nil {
+		return err
 	}
 	defer f.Close()
 	h := sha512.New()
@@ -322,18 +394,15 @@ func (n *npmSource) fetchTarball(ctx context.Context, tr source, version, target
 	if limit <= 0 {
 		limit = extract.DefaultLimit
 	}
-	if _, err := tr.download(ctx, rel.url, f, h, limit); err != nil {
-		unix.Unlinkat(int(dir.Fd()), "package.tgz.partial", 0)
-		return nil, err
+	if _, err := tr.download(ctx, url, f, h, limit); err != nil {
+		unix.Unlinkat(int(dir.Fd()), partial, 0)
+		return err
 	}
 	if got := h.Sum(nil); string(got) != string(want) {
-		unix.Unlinkat(int(dir.Fd()), "package.tgz.partial", 0)
-		return nil, fmt.Errorf("%s: sha512 %s, but dist.integrity says %s (integrity mismatch): refusing it; nothing was installed (fix: have the registry, or the remote whose cache serves it, fetch that tarball again, then run cco-install again)", rel.url, base64.StdEncoding.EncodeToString(got), m.Dist.Integrity)
+		unix.Unlinkat(int(dir.Fd()), partial, 0)
+		return fmt.Errorf("%s: sha512 %s, but dist.integrity says %s (integrity mismatch): refusing it; nothing was installed (fix: have the registry, or the remote whose cache serves it, fetch that tarball again, then run cco-install again)", url, base64.StdEncoding.EncodeToString(got), integrity)
 	}
-	if err := renameIn(dir, "package.tgz.partial", "package.tgz"); err != nil {
-		return nil, err
-	}
-	return rel, nil
+	return renameIn(dir, partial, file)
 }
 
 func (n *npmSource) registryName() string {
@@ -376,6 +445,9 @@ func sha512Of(integrity string) ([]byte, error) {
 }
 
 func (n *npmSource) fetch(run *provision.Run, p *vendorPlan, sgd *staging) (*fetched, error) {
+	if n.layout.tree {
+		return n.fetchTree(run, p, sgd)
+	}
 	rel, err := n.fetchTarball(run.Ctx, p.tr, p.version, p.target, sgd.dir)
 	if err != nil {
 		return nil, err
@@ -521,13 +593,28 @@ func (n *npmSource) bundle(ctx context.Context, tr source, platform string, dir 
 		return err
 	}
 	defer sub.Close()
+	if n.layout.tree {
+		return n.bundleTree(ctx, tr, v, platform, sub, idx, small, large, order)
+	}
 	rel, err := n.fetchTarball(ctx, tr, v, target, sub)
 	if err != nil {
 		return fmt.Errorf("%s: %w", v, err)
 	}
+	files := bundleDocs(rel.docs, small)
+	tgz := "npm/" + rel.name + "/-/" + path.Base(rel.url)
+	large[tgz] = n.agent + "/package.tgz"
+	files = append(files, tgz)
+	*order = append(*order, tgz)
+	idx.Agents[n.agent] = bundleEntry{Version: v, Platform: target, Files: files}
+	return nil
+}
+
+// bundleDocs adds each package's packument, cut to the bundled versions,
+// to small, and lists their members.
+func bundleDocs(docs map[string]*npmManifest, small map[string][]byte) []string {
 	byName := map[string]*packument{}
 	var names []string
-	for _, m := range rel.docs {
+	for _, m := range docs {
 		p := byName[m.Name]
 		if p == nil {
 			p = &packument{Name: m.Name, DistTags: map[string]string{}, Versions: map[string]json.RawMessage{}, Time: map[string]string{}}
@@ -543,16 +630,11 @@ func (n *npmSource) bundle(ctx context.Context, tr source, platform string, dir 
 	for _, name := range slices.Sorted(slices.Values(names)) {
 		b, err := json.Marshal(byName[name])
 		if err != nil {
-			return err
+			panic(err) // a packument of parsed entries always marshals
 		}
 		member := "npm/" + escapeName(name)
 		small[member] = b
 		files = append(files, member)
 	}
-	tgz := "npm/" + rel.name + "/-/" + path.Base(rel.url)
-	large[tgz] = n.agent + "/package.tgz"
-	files = append(files, tgz)
-	*order = append(*order, tgz)
-	idx.Agents[n.agent] = bundleEntry{Version: v, Platform: target, Files: files}
-	return nil
+	return files
 }

@@ -122,6 +122,11 @@ func (r *npmReg) publishCodex(version, target string, extra ...tarEntry) {
 func (r *npmReg) config(agents ...string) Config {
 	c := r.s.config(agents...)
 	c.Gemini.Registry, c.Claude.Registry, c.Codex.Registry = r.URL(), r.URL(), r.URL()
+	for _, a := range npmOnly {
+		n := c.Npm[a]
+		n.Registry = r.URL()
+		c.Npm[a] = n
+	}
 	c.NpmKeys = r.KeysFile
 	return c
 }

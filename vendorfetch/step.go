@@ -22,8 +22,9 @@ type vendorAgent struct {
 	entry string
 	exec  bool
 	// interp, when set, is the link in a version directory to the
-	// interpreter that runs entry.
-	interp string
+	// interpreter that runs entry; pkgJSON is then the package.json (in the
+	// version directory) whose engines.node it must satisfy.
+	interp, pkgJSON string
 }
 
 // vendorAgents is the one table of the agents this package installs. What
@@ -33,6 +34,10 @@ var vendorAgents = fromProfiles([]vendorAgent{
 	{name: AgentClaude, title: "Claude Code", step: StepClaude, dir: ClaudeDir, exec: true},
 	{name: AgentCodex, title: "Codex", step: StepCodex, dir: CodexDir, exec: true},
 	{name: AgentGemini, title: "Gemini CLI", step: StepGemini, dir: GeminiDir},
+	{name: AgentOpencode, title: "OpenCode", step: StepOpencode, dir: OpencodeDir, exec: true},
+	{name: AgentDroid, title: "Droid", step: StepDroid, dir: DroidDir, exec: true},
+	{name: AgentPi, title: "Pi", step: StepPi, dir: PiDir},
+	{name: AgentCopilot, title: "Copilot CLI", step: StepCopilot, dir: CopilotDir, exec: true},
 })
 
 // fromProfiles sets each agent's entry and interp to its profile's Binary
@@ -55,6 +60,11 @@ func fromProfiles(as []vendorAgent) []vendorAgent {
 		}
 		if a.interp, ok = strings.CutPrefix(p.Interpreter, cur); !ok || strings.Contains(a.interp, "/") {
 			panic("vendorfetch: " + a.name + "'s interpreter " + p.Interpreter + " is not a link in " + cur)
+		}
+		// A tree's package sits in node_modules; a bundle is the version.
+		a.pkgJSON = "package.json"
+		if pkg := "node_modules/" + p.Installers.NPMPackage + "/"; strings.HasPrefix(a.entry, pkg) {
+			a.pkgJSON = pkg + "package.json"
 		}
 	}
 	return as
@@ -98,6 +108,17 @@ type releaseSource interface {
 type resolved struct {
 	digests map[string]string // Codex: the GitHub API's per-asset sha256
 	node    string            // npm: the Node binary that runs the package
+	// note says the source installs another build than the release names
+	// (a mirror without the exact native build): a warning.
+	note string
+}
+
+// warnings are what the resolution has to say (nil for none).
+func (r *resolved) warnings() []string {
+	if r == nil || r.note == "" {
+		return nil
+	}
+	return []string{r.note}
 }
 
 // vendorPlan is what the check learned for the apply.
@@ -145,10 +166,9 @@ func (c Config) settings(agent string) (pin, channel string) {
 		return c.Claude.Version, c.Claude.Channel
 	case AgentCodex:
 		return c.Codex.Version, c.Codex.Channel
-	case AgentGemini:
-		return c.Gemini.Version, c.Gemini.Channel
 	}
-	return "", ""
+	n, _ := c.npmSettings(agent)
+	return n.Version, n.Channel
 }
 
 func (s *vendorStep) platform(run *provision.View) (string, error) {
@@ -235,6 +255,7 @@ func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 		if err != nil {
 			return c, fmt.Errorf("%s: %w", a.name, err)
 		}
+		c.Warnings = append(c.Warnings, res.warnings()...)
 		c.State, c.Detail = provision.ToDo, fmt.Sprintf("reinstall %s %s: %s", a.name, v, why)
 		c.Data = &vendorPlan{version: v, platform: platform, target: target, res: res, tr: tr}
 		return c, nil
@@ -252,6 +273,7 @@ func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 	if err != nil {
 		return c, fmt.Errorf("%s: %w", a.name, err)
 	}
+	c.Warnings = append(c.Warnings, res.warnings()...)
 	if err := forwardOnly(cfg, a.name, st, pin, v); err != nil {
 		return c, err
 	}
@@ -290,15 +312,15 @@ func (s *vendorStep) check(run *provision.View) (provision.Check, error) {
 
 // interpreterCheck checks an intact version's interpreter: a conflict when
 // someone but root can change the Node its link runs, or the one
-// gemini.node names (never replaced by cco: the fix is the operator's); a
-// relink when the link is not gemini.node's Node. done is false when there
+// <agent>.node names (never replaced by cco: the fix is the operator's); a
+// relink when the link is not that key's Node. done is false when there
 // is nothing to say.
 func (s *vendorStep) interpreterCheck(run *provision.View, c provision.Check, version string) (provision.Check, bool, error) {
 	drift, err := interpreterDrift(run, s.cfg, s.agent, version)
 	var un *unsafeNodeError
 	switch {
 	case errors.As(err, &un):
-		c.State, c.Detail, c.Fix = provision.Conflict, un.msg, unsafeNodeFix
+		c.State, c.Detail, c.Fix = provision.Conflict, un.msg, un.fix
 		return c, true, nil
 	case drift != "":
 		c, err := s.relinkCheck(run, c, version, drift)

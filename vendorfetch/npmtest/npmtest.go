@@ -133,6 +133,9 @@ type Pub struct {
 	Integrity     string // give this dist.integrity
 	Published     time.Time
 	TarballURL    string // dist.tarball ("" = on the registry)
+	// Fields are more of the version's manifest (dependencies, os, cpu,
+	// bin...), as its package.json has them.
+	Fields map[string]any
 }
 
 // Integrity is the sha512 Subresource Integrity of r's bytes.
@@ -193,7 +196,11 @@ func (r *Registry) Publish(p Pub) {
 		}
 		dist["signatures"] = []map[string]string{{"keyid": kid, "sig": base64.StdEncoding.EncodeToString(sig)}}
 	}
-	m := map[string]any{"name": p.Name, "version": p.Version, "dist": dist}
+	m := map[string]any{}
+	for k, v := range p.Fields {
+		m[k] = v
+	}
+	m["name"], m["version"], m["dist"] = p.Name, p.Version, dist
 	if p.Engines != nil {
 		m["engines"] = p.Engines
 	}
