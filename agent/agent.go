@@ -155,6 +155,10 @@ type Installers struct {
 	// NPMPackage is the vendor's npm package: a command linking into
 	// node_modules/<NPMPackage> is an npm install of it.
 	NPMPackage string
+	// HomeFiles are {home path, what}: a regular file at the path (in
+	// HomeBins) is the binary that the vendor's install script copied
+	// there, not a link.
+	HomeFiles [][2]string
 }
 
 // Options are the sandbox.toml settings that change the agent's arguments.
@@ -339,11 +343,10 @@ var table = map[string]*Profile{
 		Installers: Installers{
 			HomeBins:   []string{".local/bin", ".npm-global/bin", ".opencode/bin"},
 			HomeLinks:  [][2]string{{".opencode/bin/", "OpenCode's install script"}},
+			HomeFiles:  [][2]string{{".opencode/bin/opencode", "OpenCode's install script"}},
 			NPMPackage: "opencode-ai",
 		},
-		Policy:      "opencode",
-		PathComment: "opencode",
-		PathVendor:  "OpenCode",
+		Policy: "opencode",
 		// ChatGPT's loopback login (opencode auth login); the console
 		// account's device code needs no port.
 		LoginPorts:     []int{1455},
@@ -379,7 +382,6 @@ var table = map[string]*Profile{
 		Policy: "droid",
 		// Only its hook input carries these (Claude Code's does not).
 		HookFields: []string{"CLAUDE_ENV_FILE", "message_id", "has_images"},
-		PathVendor: "Droid",
 		// The device-code login through WorkOS: no loopback port.
 		LoginEndpoints: []string{"api.workos.com", "auth.workos.com", "app.factory.ai", "api.factory.ai"},
 		Telemetry:      []string{"FACTORY_AIRGAP_ENABLED=1"},
@@ -391,7 +393,8 @@ var table = map[string]*Profile{
 		Name:        "pi",
 		Binary:      "/usr/libexec/cco/pi/current/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
 		Interpreter: "/usr/libexec/cco/pi/current/node",
-		Login:       []string{".pi"},
+		// ~/.pi holds only the agent directory.
+		Login: []string{".pi/agent"},
 		// extensions/ and tools/ run in-process; bin/ comes first on its
 		// shell's PATH; settings.json names packages, npmCommand and the
 		// shell; models.json's "!command" values run at start.
@@ -453,6 +456,7 @@ var table = map[string]*Profile{
 		},
 		Installers: Installers{
 			HomeBins:   []string{".local/bin", ".npm-global/bin"},
+			HomeFiles:  [][2]string{{".local/bin/copilot", "Copilot CLI's install script (gh.io/copilot-install)"}},
 			NPMPackage: "@github/copilot",
 		},
 		// The device flow: no loopback port.

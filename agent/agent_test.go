@@ -424,7 +424,7 @@ func TestMoreProfiles(t *testing.T) {
 			[]string{".factory"}, []string{".factory/settings.json", ".factory/hooks.json", ".factory/mcp.json"},
 			[]string{".factory/"}, []string{"FACTORY_DROID_AUTO_UPDATE_ENABLED=false", "FACTORY_DISABLE_KEYRING=1"}},
 		{"pi", "/usr/libexec/cco/pi/current/node_modules/@mariozechner/pi-coding-agent/dist/cli.js", "/usr/libexec/cco/pi/current/node", "", "@mariozechner/pi-coding-agent",
-			[]string{".pi"}, []string{".pi/agent/settings.json", ".pi/agent/extensions/", ".pi/agent/bin/"},
+			[]string{".pi/agent"}, []string{".pi/agent/settings.json", ".pi/agent/extensions/", ".pi/agent/bin/"},
 			[]string{".pi/"}, []string{"PI_SKIP_VERSION_CHECK=1"}},
 		{"copilot", "/usr/libexec/cco/copilot/current/copilot", "", "", "@github/copilot",
 			[]string{".copilot"}, []string{".copilot/settings.json", ".copilot/pkg/", ".copilot/mcp-config.json"},

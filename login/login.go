@@ -151,6 +151,16 @@ func (s *Step) link(run *provision.Run, w todo) (string, error) {
 	}
 	shared := path.Join(own, w.item)
 	old := path.Join(s.Dir, w.item)
+	// A login directory may be nested (~/.config/opencode): its parents are
+	// made, the user's, in the home and in the share.
+	if d := path.Dir(w.item); d != "." {
+		if err := h.MkdirAll(d, 0o700); err != nil {
+			return "", err
+		}
+		if _, err := run.Root.MkdirAll(path.Dir(shared), 0o700, w.user.UID, w.user.GID); err != nil {
+			return "", err
+		}
+	}
 	msg := ""
 	_, serr := run.Root.Lstat(shared)
 	// An install that shared one directory among all users: its item goes

@@ -69,6 +69,13 @@ func (h *Home) Symlink(target, rel string) error {
 	return h.tree.Lchown(rel, h.User.UID, h.User.GID)
 }
 
+// MkdirAll makes the directory rel and its missing parents in the home,
+// the user's, with mode; nothing on the way is followed.
+func (h *Home) MkdirAll(rel string, mode fs.FileMode) error {
+	_, err := h.tree.MkdirAll(rel, mode, h.User.UID, h.User.GID)
+	return err
+}
+
 // MoveOut moves rel (a file or a symlink, never followed) to dst, a target
 // path outside the home (under /var/lib/cco/relocated), through descriptors
 // held on both parents, so the user cannot swap a directory in between.

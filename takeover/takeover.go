@@ -167,6 +167,11 @@ func (s *Step) npmOf(target string) string {
 
 func (s *Step) recogniseHome(h *provision.HomeView, rel string, fi fs.FileInfo) string {
 	if fi.Mode()&fs.ModeSymlink == 0 {
+		for _, hf := range s.installers().HomeFiles {
+			if fi.Mode().IsRegular() && rel == hf[0] {
+				return hf[1] + " (~/" + rel + ")"
+			}
+		}
 		return ""
 	}
 	l, err := h.Readlink(rel)

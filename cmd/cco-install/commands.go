@@ -168,7 +168,8 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	st.Agents = agentStatus(root, rc, rep, vendor)
 	st.Egress = egressMode(root, rep, reported)
 	for _, a := range st.Agents {
-		if !a.GuardActive && installed && !reported[a.GuardPath] {
+		// A jail-only agent has no guard to be active: not drift.
+		if !a.GuardActive && a.Guard != string(managed.JailOnly) && installed && !reported[a.GuardPath] {
 			rep.AddFinding(provision.Finding{ID: "guard." + a.Agent, Path: a.GuardPath, Detail: a.Agent + ": the guard is not active: " + a.GuardDetail, Fix: a.GuardFix})
 		}
 	}
