@@ -285,3 +285,105 @@ func hostInt80(t *testing.T, root string) bool {
 	out, _ := exec.Command(filepath.Join(root, "bin/fakeagent"), "int80").CombinedOutput()
 	return strings.Contains(string(out), "int80 returned")
 }
+
+// plantTargets are where a session would plant an agent's project config
+// (every profile's WorkspaceReadOnly: a file, or a file in a directory
+// entry) and its own login config that names commands (its HomeReadOnly),
+// each as the probe's plant list names it.
+func plantTargets(p *agent.Profile) []string {
+	var out []string
+	for _, q := range agent.All() {
+		for _, rel := range q.WorkspaceReadOnly {
+			if strings.HasSuffix(rel, "/") {
+				rel += "planted.json"
+			}
+			out = append(out, rel)
+		}
+	}
+	for _, rel := range p.HomeReadOnly {
+		if strings.HasSuffix(rel, "/") {
+			rel += "planted.js"
+		}
+		out = append(out, "~/"+rel)
+	}
+	return out
+}
+
+// sandboxGaps are the targets the jail does not protect yet, each with
+// why: the test asserts that they are still open, so that the entry goes
+// when the jail closes it.
+var sandboxGaps = map[string]string{
+	// A missing protected path gets a placeholder only where its parent
+	// exists: a workspace without .github gets none.
+	"ws2:.github/hooks/planted.json":   "nested WorkspaceReadOnly entry, parent .github missing",
+	"ws2:.github/copilot/planted.json": "nested WorkspaceReadOnly entry, parent .github missing",
+	"ws2:.github/mcp.json":             "nested WorkspaceReadOnly entry, parent .github missing",
+	"ws2:.github/lsp.json":             "nested WorkspaceReadOnly entry, parent .github missing",
+	// A HomeReadOnly directory that is a login directory the launch
+	// creates is bound read-write on that first launch.
+	"first:~/.config/opencode/planted.js": "HomeReadOnly names the login directory itself, missing before the first launch",
+}
+
+// TestJailCannotPlantAgentConfig: in every agent's jail, a session can
+// neither write nor replace any agent's command-bearing project files
+// (.opencode/, opencode.json, .factory/, .pi/, ...), whether the workspace
+// has them or not, nor its own login config that names commands; and none
+// of it reaches the host.
+func TestJailCannotPlantAgentConfig(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	for _, u := range []runAs{asRoot, asNobody} {
+		for _, p := range agent.All() {
+			t.Run(p.Name+"/"+u.name, func(t *testing.T) {
+				w := newWorld(t, u)
+				// ws has the agents' directories; ws2 has none of them.
+				for _, q := range agent.All() {
+					for _, rel := range q.WorkspaceReadOnly {
+						if d, ok := strings.CutSuffix(rel, "/"); ok && !strings.Contains(d, "/") {
+							os.MkdirAll(filepath.Join(w.ws, d), 0o755)
+							os.Chown(filepath.Join(w.ws, d), u.uid, u.gid)
+						}
+					}
+				}
+				os.MkdirAll(w.ws+"/.github", 0o755)
+				os.Chown(w.ws+"/.github", u.uid, u.gid)
+				targets := plantTargets(p)
+				// The first launch in a fresh home (the agent's login state
+				// made by it), then one in a workspace without the agents'
+				// directories.
+				for i, ws := range []string{w.ws, w.ws2} {
+					r := runCmd(t, w.cmd(root, p.Name, ws, "probe", params(map[string]any{"root": root, "host_pid": os.Getpid(), "tag": "p", "plant": targets})))
+					if r.code != 0 || r.report == nil {
+						t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+					}
+					for _, rel := range targets {
+						host := filepath.Join(ws, rel)
+						gap := sandboxGaps["ws2:"+rel]
+						if h, ok := strings.CutPrefix(rel, "~/"); ok {
+							host, gap = filepath.Join(w.home, h), ""
+							if i == 0 {
+								gap = sandboxGaps["first:"+rel]
+							}
+						} else if i == 0 {
+							gap = ""
+						}
+						got := r.report["plant:"+rel]
+						if gap != "" {
+							if denied(got) {
+								t.Errorf("%s: %s is refused now: remove it from sandboxGaps (%s)", ws, rel, gap)
+							}
+							os.RemoveAll(host)
+							continue
+						}
+						if !denied(got) {
+							t.Errorf("%s: planted %s (%q)", ws, rel, got)
+						}
+						if b, err := os.ReadFile(host); err == nil && (string(b) == "planted" || string(b) == "x") {
+							t.Errorf("%s reached the host", host)
+						}
+					}
+				}
+			})
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/sandbox/seccomp"
@@ -80,8 +81,14 @@ func buildRoot() (string, error) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		return root, err
 	}
-	for _, d := range []string{"usr/local/bin", "usr/libexec/cco/claude/current", "usr/libexec/cco/codex-dist/current/bin",
-		"usr/libexec/cco/gemini/current/bundle", "usr/libexec/cco/guard", "usr/bin", "etc/cco", "bin"} {
+	dirs := []string{"usr/local/bin", "usr/libexec/cco/guard", "usr/bin", "etc/cco", "bin"}
+	for _, p := range agent.All() {
+		dirs = append(dirs, filepath.Dir(p.Binary))
+		if p.Interpreter != "" {
+			dirs = append(dirs, filepath.Dir(p.Interpreter))
+		}
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return root, err
 		}
@@ -102,19 +109,28 @@ func buildRoot() (string, error) {
 	if out, err := exec.Command(goTool(), "build", "-o", fake, "./testdata/fakeagent").CombinedOutput(); err != nil {
 		return root, fmt.Errorf("building the fake agent: %v\n%s", err, out)
 	}
-	for _, l := range [][2]string{
-		{shadow, "usr/local/bin/codex"}, {shadow, "usr/local/bin/gemini"}, {shadow, "usr/libexec/cco/sandbox-helper"},
-		{fake, "usr/libexec/cco/claude/current/claude"}, {fake, "usr/libexec/cco/codex-dist/current/bin/codex"},
-		{fake, "usr/libexec/cco/gemini/current/bundle/gemini.js"},
-	} {
+	// The shadow under every agent's name, the fake agent as every vendor
+	// binary; an interpreter (the link the vendor step makes to
+	// <agent>.node) is a shell that runs the script, here the fake agent.
+	links := [][2]string{{shadow, "usr/libexec/cco/sandbox-helper"}}
+	for _, p := range agent.All() {
+		if l := "usr/local/bin/" + p.Name; filepath.Join(root, l) != shadow {
+			links = append(links, [2]string{shadow, l})
+		}
+		links = append(links, [2]string{fake, p.Binary})
+	}
+	for _, l := range links {
 		if err := os.Link(l[0], filepath.Join(root, l[1])); err != nil {
 			return root, err
 		}
 	}
-	// Gemini's interpreter (the link the vendor step makes to gemini.node)
-	// is a shell that runs the script, here the fake agent.
-	if err := os.WriteFile(filepath.Join(root, "usr/libexec/cco/gemini/current/node"), []byte("#!/bin/sh\nexec \"$@\"\n"), 0o755); err != nil {
-		return root, err
+	for _, p := range agent.All() {
+		if p.Interpreter == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(root, p.Interpreter), []byte("#!/bin/sh\nexec \"$@\"\n"), 0o755); err != nil {
+			return root, err
+		}
 	}
 	for _, g := range []string{"session-start", "prompt-gate"} {
 		if err := os.WriteFile(filepath.Join(root, "usr/libexec/cco/guard", g), []byte("#!/bin/sh\nexec /usr/libexec/cco/sandbox-helper guard "+g+"\n"), 0o755); err != nil {

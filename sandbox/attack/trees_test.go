@@ -2,10 +2,12 @@ package attack
 
 import (
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/jailtest"
 )
 
@@ -63,6 +65,20 @@ func TestProtectedTrees(t *testing.T) {
 					"plant", "mkdir -p .codex; printf '%s' "+shq(w.codexNotify("codex-config"))+" > .codex/config.toml && echo DONE")}
 			},
 			check: refuses(map[string]string{"rename": "renaming .codex", "plant": "writing .codex/config.toml"}),
+		},
+		{
+			// Every other agent's project config at once, from the
+			// profiles: one session per agent and user keeps the suite's
+			// time (a class per directory would be a launch each).
+			name: "rename and plant every agent's project config",
+			probe: func(w *world, _ string) probe { return probe{Steps: w.plantProjectConfig()} },
+			check: func(t *testing.T, w *world, agent string, sess jailtest.Result) {
+				what := map[string]string{}
+				for _, s := range w.plantProjectConfig() {
+					what[s.Name] = s.Name
+				}
+				refuses(what)(t, w, agent, sess)
+			},
 		},
 		{
 			name: "create .git/commondir naming a planted common dir",
@@ -187,4 +203,27 @@ func TestProtectedTrees(t *testing.T) {
 				"gitconfig": "writing ~/.gitconfig", "xdg git config": "writing ~/.config/git/config"}),
 		},
 	})
+}
+
+// plantProjectConfig are the steps that rename each agent directory of
+// the profiles' WorkspaceReadOnly aside and plant a hook-carrying file in a
+// new one, and write or replace each such file at the workspace's top.
+func (w *world) plantProjectConfig() []step {
+	var out []step
+	for _, rel := range agent.WorkspaceReadOnly() {
+		if strings.HasPrefix(rel, ".claude/") || strings.HasPrefix(rel, ".codex/") || strings.HasPrefix(rel, ".gemini/") {
+			continue // their own classes
+		}
+		payload := shq(w.claudeHooks("project-" + strings.NewReplacer("/", "-", ".", "").Replace(rel)))
+		if d, ok := strings.CutSuffix(rel, "/"); ok {
+			out = append(out,
+				step{"rename " + d, "mv " + d + " " + d + "-aside && echo DONE"},
+				step{"plant in " + d, "mkdir -p " + d + " && printf '%s' " + payload + " > " + d + "/cco-planted.json && echo DONE"})
+			continue
+		}
+		out = append(out,
+			step{"write " + rel, "mkdir -p " + path.Dir(rel) + " && printf '%s' " + payload + " > " + rel + " && echo DONE"},
+			step{"replace " + rel, "printf '%s' " + payload + " > " + rel + ".new && mv -f " + rel + ".new " + rel + " && echo DONE"})
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/jailtest"
 )
 
@@ -158,12 +159,36 @@ var commandBearing = []string{
 	"home/.bashrc", "home/.profile", "home/.config/gh/config.yml", "home/.config/glab-cli/config.yml",
 }
 
+// agentBearing are the agents' command-bearing host files from the
+// profiles: every WorkspaceReadOnly entry (a directory's files, and a
+// renamed-aside copy's) and every HomeReadOnly entry.
+func agentBearing() []string {
+	var out []string
+	for _, p := range agent.All() {
+		for _, rel := range p.WorkspaceReadOnly {
+			if d, ok := strings.CutSuffix(rel, "/"); ok {
+				out = append(out, "ws/"+d+"/*", "ws/"+d+"/*/*", "ws/"+d+"-aside/*")
+				continue
+			}
+			out = append(out, "ws/"+rel)
+		}
+		for _, rel := range p.HomeReadOnly {
+			if d, ok := strings.CutSuffix(rel, "/"); ok {
+				out = append(out, "home/"+d+"/*")
+				continue
+			}
+			out = append(out, "home/"+rel)
+		}
+	}
+	return out
+}
+
 // plantedState fails for every command-bearing host file that holds what
 // the probe planted (every payload names the sentinel directory,
 // "cco-planted").
 func (w *world) plantedState(t *testing.T, allow []string) {
 	t.Helper()
-	for _, g := range commandBearing {
+	for _, g := range append(commandBearing, agentBearing()...) {
 		ms, _ := filepath.Glob(filepath.Join(w.Base, g))
 		for _, m := range ms {
 			fi, err := os.Lstat(m)

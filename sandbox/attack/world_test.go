@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/jailtest"
 	"github.com/cco-dev/cco/internal/keytest"
 	"github.com/cco-dev/cco/internal/testenv"
@@ -199,6 +201,27 @@ func makeFixture() error {
 	}
 	for name, rel := range homeSecrets {
 		files["home/"+rel] = "CCO-SECRET-" + name + "-" + tag + "\n"
+	}
+	// Every agent's login files and command-bearing config, from the
+	// profiles, and its directories in the workspace (.github for
+	// .github/hooks/ too).
+	for _, p := range agent.All() {
+		for _, rel := range p.Secrets {
+			if _, ok := files["home/"+rel]; !ok {
+				files["home/"+rel] = `{"token":"` + p.Name + `-login"}`
+			}
+		}
+		for _, rel := range p.HomeReadOnly {
+			if _, ok := files["home/"+rel]; !ok && !strings.HasSuffix(rel, "/") {
+				files["home/"+rel] = "{}\n"
+			}
+		}
+		for _, rel := range p.WorkspaceReadOnly {
+			if d, ok := strings.CutSuffix(rel, "/"); ok {
+				files["ws/"+path.Dir(d)+"/README"] = "the project's own\n"
+				files["ws/"+d+"/settings.json"] = "{}\n"
+			}
+		}
 	}
 	for p, c := range files {
 		full := filepath.Join(base, p)

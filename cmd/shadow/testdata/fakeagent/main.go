@@ -41,6 +41,10 @@ type Params struct {
 	// sh mode: a shell script run with the agent's stdio; its status is
 	// the agent's.
 	Script string `json:"script"`
+	// Plant are paths (relative to the workspace, or to the home with a
+	// "~/" prefix) where the probe tries to plant a file, making the
+	// directories on the way; each result is reported as plant:<path>.
+	Plant []string `json:"plant"`
 }
 
 var report = map[string]string{}
@@ -247,6 +251,20 @@ func probe(p *Params) {
 		report["replace_"+k] = res(replace(f))
 	}
 	write("write_managed", "/etc/claude-code/managed-settings.d/99-x.json")
+	for _, rel := range p.Plant {
+		f := filepath.Join(wd, rel)
+		if r, ok := strings.CutPrefix(rel, "~/"); ok {
+			f = filepath.Join(home, r)
+		}
+		err := os.MkdirAll(filepath.Dir(f), 0o755)
+		if err == nil {
+			err = os.WriteFile(f, []byte("planted"), 0o644)
+		}
+		if err == nil {
+			err = replace(f)
+		}
+		report["plant:"+rel] = res(err)
+	}
 	// 9: a protected path that did not exist.
 	// 10
 	write("write_symlink", filepath.Join(wd, "escape"))
