@@ -48,6 +48,12 @@ type Profile struct {
 	// are protected in every jail, as trees, because the next agent started
 	// in the workspace would run what they hold.
 	WorkspaceDirs []string
+	// WorkspaceScratch are WorkspaceDirs the agent writes at start
+	// (.opencode, where OpenCode writes its .gitignore and dependency
+	// manifest, and stops when it cannot): a missing one is an empty
+	// in-memory directory in every jail instead of a read-only one, so that
+	// the agent starts and nothing written there outlives the session.
+	WorkspaceScratch []string
 	// WorkspaceReadOnly are the agent's hook-carrying settings files
 	// (workspace-relative), in WorkspaceDirs or at the workspace's top
 	// (opencode.json); they are re-bound read-only, and a missing one shows
@@ -606,6 +612,15 @@ func WorkspaceDirs() []string {
 	var out []string
 	for _, n := range Names() {
 		out = append(out, table[n].WorkspaceDirs...)
+	}
+	return out
+}
+
+// WorkspaceScratch is every profile's WorkspaceScratch, in table order.
+func WorkspaceScratch() []string {
+	var out []string
+	for _, n := range Names() {
+		out = append(out, table[n].WorkspaceScratch...)
 	}
 	return out
 }

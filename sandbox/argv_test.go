@@ -106,14 +106,12 @@ func newFixture(t testing.TB) *fixture {
 		f.home + "/.claude", f.home + "/.codex/packages", f.home + "/.ssh", f.home + "/.config/gh",
 		f.ws + "/.git/hooks", f.ws + "/.claude", f.ws + "/.codex", f.ws + "/.gemini", f.rt,
 		f.home + "/.cache/cco/claude", f.home + "/.cache/cco/codex", f.home + "/.cache/cco/gemini",
-		f.ws + "/.opencode", f.ws + "/.factory", f.ws + "/.pi",
 	} {
 		must(t, os.MkdirAll(d, 0o700))
 	}
 	for _, p := range []string{
 		f.home + "/.claude/settings.json", f.home + "/.codex/config.toml", f.home + "/.claude.json",
 		f.ws + "/.git/config", f.ws + "/.claude/settings.json", f.ws + "/.codex/config.toml", f.ws + "/.gemini/settings.json",
-		f.ws + "/opencode.json", f.ws + "/opencode.jsonc", f.ws + "/.mcp.json",
 	} {
 		must(t, os.WriteFile(p, []byte("{}"), 0o600))
 	}
@@ -126,6 +124,29 @@ func newFixture(t testing.TB) *fixture {
 				must(t, os.MkdirAll(filepath.Dir(filepath.Join(f.home, rel)), 0o700))
 				must(t, os.WriteFile(filepath.Join(f.home, rel), []byte("{}"), 0o600))
 			}
+		}
+	}
+	// The other agents' protected workspace entries exist: a launch here
+	// needs no placeholder for them (the tests below remove Claude Code's,
+	// Codex's and Gemini CLI's by name).
+	own := func(rel string) bool {
+		return strings.HasPrefix(rel, ".claude") || strings.HasPrefix(rel, ".codex") || strings.HasPrefix(rel, ".gemini")
+	}
+	for _, d := range agent.WorkspaceDirs() {
+		must(t, os.MkdirAll(filepath.Join(f.ws, d), 0o700))
+	}
+	for _, rel := range agent.WorkspaceReadOnly() {
+		if own(rel) {
+			continue
+		}
+		p := filepath.Join(f.ws, rel)
+		if strings.HasSuffix(rel, "/") {
+			must(t, os.MkdirAll(p, 0o700))
+			continue
+		}
+		must(t, os.MkdirAll(filepath.Dir(p), 0o700))
+		if _, err := os.Stat(p); err != nil {
+			must(t, os.WriteFile(p, []byte("{}"), 0o600))
 		}
 	}
 	// What git init leaves, and the two names git follows that it does not

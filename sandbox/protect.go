@@ -69,12 +69,12 @@ type planner struct {
 // nested ones FindRepos lists) and the agents' directories in it.
 func (pl *planner) protectWorkspace() error {
 	for _, d := range agent.WorkspaceDirs() {
-		if err := pl.agentDir(filepath.Join(pl.ws, d)); err != nil {
+		if err := pl.agentDir(filepath.Join(pl.ws, d), slices.Contains(agent.WorkspaceScratch(), d)); err != nil {
 			return err
 		}
 	}
 	for _, rel := range agent.WorkspaceReadOnly() {
-		if err := pl.readOnly(filepath.Join(pl.ws, rel), guarded{data: standIn(rel)}); err != nil {
+		if err := pl.readOnly(filepath.Join(pl.ws, rel), guardedAt(rel)); err != nil {
 			return err
 		}
 	}
@@ -96,6 +96,15 @@ func (pl *planner) protectWorkspace() error {
 	return nil
 }
 
+// guardedAt is a profile's read-only entry: a directory when it ends in
+// "/" (a missing one shows empty), else a file with its stand-in.
+func guardedAt(rel string) guarded {
+	if strings.HasSuffix(rel, "/") {
+		return guarded{dir: true}
+	}
+	return guarded{data: standIn(rel)}
+}
+
 // standIn is the content a missing settings file shows in the jail.
 func standIn(rel string) string {
 	if strings.HasSuffix(rel, ".json") {
@@ -106,8 +115,10 @@ func standIn(rel string) string {
 
 // agentDir protects an agent's directory in the workspace: an existing one
 // becomes a mount point; a missing one an empty read-only directory, so
-// that a session cannot create what the next agent would run.
-func (pl *planner) agentDir(d string) error {
+// that a session cannot create what the next agent would run, or, for an
+// agent that writes there at start (scratch), an empty in-memory one that
+// is gone with the session.
+func (pl *planner) agentDir(d string, scratch bool) error {
 	fi, err := os.Lstat(d)
 	switch {
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
@@ -119,6 +130,13 @@ func (pl *planner) agentDir(d string) error {
 		return fmt.Errorf("%s is not a directory, and an agent reads its settings from it (fix: rm %s)", d, d)
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("checking %s: %w", d, err)
+	}
+	if scratch && pl.writable(d) && !pl.seen[d] {
+		pl.seen[d] = true
+		pl.s.Masks = append(pl.s.Masks, Mask{Path: d, Kind: MaskTmpfs})
+		pl.pr.Placeholders = append(pl.pr.Placeholders, Placeholder{Path: d, Dir: true})
+		pl.pr.Protected = append(pl.pr.Protected, d)
+		return nil
 	}
 	return pl.readOnly(d, guarded{dir: true})
 }
