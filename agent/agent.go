@@ -314,20 +314,21 @@ var table = map[string]*Profile{
 		LoginEndpoints: []string{"oauth2.googleapis.com", "www.googleapis.com", "cloudcode-pa.googleapis.com"},
 		rewrite:        geminiArgs,
 	},
-	// OpenCode is a Bun-compiled binary from its platform package. Its
-	// config directory is read-only as a whole: the files there name
-	// plugins, tools, commands and MCP servers, and its dependency install
-	// into it, which stalls every external plugin (cco's guard among them)
-	// while it waits on the network, then fails at once.
+	// OpenCode is a Bun-compiled binary from its platform package. In its
+	// config directories (~/.config/opencode, a workspace's .opencode) the
+	// config files and the directories it loads code from are read-only;
+	// the rest stays writable, since OpenCode stops when it cannot write
+	// its .gitignore there. Its dependency install there then fails at
+	// once, where it would stall every external plugin (cco's guard among
+	// them) while it waits on the network.
 	"opencode": {
-		Name:   "opencode",
-		Binary: "/usr/libexec/cco/opencode/current/opencode",
-		Login:  []string{".config/opencode", ".local/share/opencode", ".local/state/opencode"},
-		// agents/, commands/, modes/, plugins/, tools/, themes/ and the
-		// config files, and package.json and node_modules/ that plugins
-		// import from.
-		HomeReadOnly:      []string{".config/opencode/"},
-		WorkspaceReadOnly: []string{".opencode/", "opencode.json", "opencode.jsonc"},
+		Name:              "opencode",
+		Binary:            "/usr/libexec/cco/opencode/current/opencode",
+		Login:             []string{".config/opencode", ".local/share/opencode", ".local/state/opencode"},
+		HomeReadOnly:      opencodeConfig(".config/opencode/"),
+		WorkspaceDirs:     []string{".opencode"},
+		WorkspaceScratch:  []string{".opencode"},
+		WorkspaceReadOnly: append(opencodeConfig(".opencode/"), "opencode.json", "opencode.jsonc"),
 		// Its updater reads only the user's global config, not the
 		// managed file: the variable is what turns it off.
 		Env: []string{"OPENCODE_DISABLE_AUTOUPDATE=1"},
@@ -470,6 +471,22 @@ var table = map[string]*Profile{
 		Telemetry:      []string{"--disable-client-telemetry", "COPILOT_OFFLINE=true"},
 		rewrite:        copilotArgs,
 	},
+}
+
+// opencodeConfig are the entries of an OpenCode config directory dir
+// (ending in "/") that name or hold what it runs: the config files, the
+// directories it loads plugins, tools, commands, agents and modes from
+// (each in its singular and plural spelling), and the package.json and
+// node_modules that plugins import from. node_modules is a file entry: a
+// missing one shows as a file, on which OpenCode's dependency install
+// there fails at once (measured; an empty directory has it retry the
+// registry for about 70 s offline first).
+func opencodeConfig(dir string) []string {
+	out := []string{dir + "opencode.json", dir + "opencode.jsonc", dir + "config.json", dir + "package.json", dir + "node_modules"}
+	for _, d := range []string{"plugin", "tool", "command", "agent", "mode"} {
+		out = append(out, dir+d+"/", dir+d+"s/")
+	}
+	return out
 }
 
 // Lookup returns the built-in profile of that name.

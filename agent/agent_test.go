@@ -56,11 +56,11 @@ func TestTableShape(t *testing.T) {
 		t.Fatalf("names %v", Names())
 	}
 	ws := WorkspaceReadOnly()
-	if d := WorkspaceDirs(); !reflect.DeepEqual(d, []string{".claude", ".codex", ".gemini"}) {
+	if d := WorkspaceDirs(); !reflect.DeepEqual(d, []string{".claude", ".codex", ".gemini", ".opencode"}) {
 		t.Errorf("WorkspaceDirs = %v", d)
 	}
 	for _, want := range []string{".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml", ".gemini/settings.json",
-		".opencode/", "opencode.json", "opencode.jsonc", ".factory/", ".pi/", ".github/hooks/"} {
+		".opencode/plugins/", ".opencode/opencode.json", "opencode.json", "opencode.jsonc", ".factory/", ".pi/", ".github/hooks/"} {
 		found := false
 		for _, w := range ws {
 			found = found || w == want
@@ -418,8 +418,9 @@ func TestMoreProfiles(t *testing.T) {
 		login, homeRO, wsRO, env          []string
 	}{
 		{"opencode", "/usr/libexec/cco/opencode/current/opencode", "", "opencode", "opencode-ai",
-			[]string{".config/opencode", ".local/share/opencode", ".local/state/opencode"}, []string{".config/opencode/"},
-			[]string{".opencode/", "opencode.json", "opencode.jsonc"}, []string{"OPENCODE_DISABLE_AUTOUPDATE=1"}},
+			[]string{".config/opencode", ".local/share/opencode", ".local/state/opencode"},
+			[]string{".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".config/opencode/plugins/", ".config/opencode/plugin/", ".config/opencode/node_modules", ".config/opencode/commands/"},
+			[]string{".opencode/plugins/", ".opencode/tools/", ".opencode/opencode.json", "opencode.json", "opencode.jsonc"}, []string{"OPENCODE_DISABLE_AUTOUPDATE=1"}},
 		{"droid", "/usr/libexec/cco/droid/current/droid", "", "droid", "@factory/cli",
 			[]string{".factory"}, []string{".factory/settings.json", ".factory/hooks.json", ".factory/mcp.json"},
 			[]string{".factory/"}, []string{"FACTORY_DROID_AUTO_UPDATE_ENABLED=false", "FACTORY_DISABLE_KEYRING=1"}},

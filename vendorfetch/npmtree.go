@@ -431,6 +431,15 @@ func (n *npmSource) treeDownload(ctx context.Context, tr source, pkgs []treePack
 		}
 		return nil
 	}
+	// One line for the tree, not one per package.
+	if ns, ok := tr.(*netSource); ok {
+		ns.progress.logf("downloading the %d packages of %s's tree from %s", len(pkgs), n.layout.pkg, n.registry)
+		// The same client, retries and the run's one retry budget; its
+		// requests count in the run's.
+		q := &netSource{client: ns.client, retries: ns.retries, backoff: ns.backoff, timeout: ns.timeout, budget: ns.budget, progress: newProgress(nil, "never")}
+		defer func() { ns.requests.Add(q.requests.Load()) }()
+		tr = q
+	}
 	return parallel(ctx, len(pkgs), treeWorkers, func(ctx context.Context, i int) error {
 		pk := pkgs[i]
 		return n.fetchIntegrity(ctx, tr, pk.url, pk.name+"@"+pk.version, pk.m.Dist.Integrity, dir, strconv.Itoa(i)+".tgz")
@@ -452,7 +461,7 @@ func (n *npmSource) unpackEntry(sg, tdir, vdir *os.File, id string, pk treePacka
 		return nil, nil, err
 	}
 	defer xdir.Close()
-	res, err := extract.Extract(tf, xdir, n.cfg.UnpackLimit)
+	res, err := extract.ExtractWith(tf, xdir, n.cfg.UnpackLimit, extract.Options{LastFileWins: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("unpacking %s@%s (%s): %w", pk.name, pk.version, pk.url, err)
 	}

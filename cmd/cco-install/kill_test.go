@@ -36,8 +36,9 @@ type report struct {
 	Changed int `json:"changed"`
 	Failed  int `json:"failed"`
 	Steps   []struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
+		ID       string   `json:"id"`
+		Status   string   `json:"status"`
+		Warnings []string `json:"warnings"`
 	} `json:"steps"`
 }
 
@@ -46,7 +47,7 @@ func runReport(t *testing.T, cmd *exec.Cmd) report {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%v: %v\n%s", cmd.Args, err, errb.String())
+		t.Fatalf("%v: %v\n%s\n%s", cmd.Args, err, errb.String(), out.String())
 	}
 	var r report
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {

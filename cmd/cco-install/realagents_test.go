@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/realagents"
 	"github.com/cco-dev/cco/vendorfetch"
 	"github.com/cco-dev/cco/vendorfetch/npmtest"
@@ -49,7 +50,8 @@ func TestRealAgentsFromNpm(t *testing.T) {
 	if r.Failed != 0 {
 		t.Fatalf("install: %+v", r)
 	}
-	for _, id := range []string{vendorfetch.StepClaude, vendorfetch.StepCodex, vendorfetch.StepGemini} {
+	for _, id := range []string{vendorfetch.StepClaude, vendorfetch.StepCodex, vendorfetch.StepGemini,
+		vendorfetch.StepOpencode, vendorfetch.StepDroid, vendorfetch.StepPi, vendorfetch.StepCopilot} {
 		found := false
 		for _, s := range r.Steps {
 			found = found || s.ID == id && s.Status == "changed"
@@ -57,6 +59,13 @@ func TestRealAgentsFromNpm(t *testing.T) {
 		if !found {
 			t.Errorf("%s did not install: %+v", id, r.Steps)
 		}
+	}
+	warned := false
+	for _, st := range r.Steps {
+		warned = warned || st.ID == vendorfetch.StepDroid && strings.Contains(strings.Join(st.Warnings, " "), "installing "+realagents.Droid.Version+", the nearest later build")
+	}
+	if !warned {
+		t.Errorf("droid: no warning that the mirror's build %s stands in for the one %s names: %+v", realagents.Droid.Version, realagents.DroidMain.Key(), r.Steps)
 	}
 	if l, err := os.Readlink(filepath.Join(root, vendorfetch.GeminiDir, "current")); err != nil || l != gv {
 		t.Errorf("gemini current -> %q (%v), want %s", l, err, gv)
@@ -72,6 +81,12 @@ func TestRealAgentsFromNpm(t *testing.T) {
 		{[]string{filepath.Join(root, vendorfetch.GeminiDir, "current", "node"), filepath.Join(root, vendorfetch.GeminiDir, "current", vendorfetch.GeminiEntry), "--version"}, gv},
 		{[]string{filepath.Join(root, vendorfetch.ClaudeDir, "current", "claude"), "--version"}, cv + " (Claude Code)"},
 		{[]string{filepath.Join(root, vendorfetch.CodexDir, "current", "bin", "codex"), "--version"}, "codex-cli " + codexV},
+		{[]string{filepath.Join(root, vendorfetch.OpencodeDir, "current", "opencode"), "--version"}, realagents.Opencode.Version},
+		// The mirror lacks the build 0.225.1 that @factory/cli 0.225.1
+		// names: cco installed 0.225.2, the nearest later build.
+		{[]string{filepath.Join(root, vendorfetch.DroidDir, "current", "droid"), "--version"}, realagents.Droid.Version},
+		{[]string{filepath.Join(root, vendorfetch.CopilotDir, "current", "copilot"), "--version"}, "GitHub Copilot CLI " + realagents.Copilot.Version},
+		{[]string{filepath.Join(root, vendorfetch.PiDir, "current", "node"), filepath.Join(root, vendorfetch.PiDir, "current", "node_modules", vendorfetch.NpmPi, "dist/cli.js"), "--version"}, realagents.Pi.Version},
 	} {
 		cmd := exec.Command("unshare", append([]string{"-rn"}, c.argv...)...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "GEMINI_API_KEY=dummy", "DISABLE_AUTOUPDATER=1"}
@@ -105,12 +120,55 @@ func realRegistry(t *testing.T) (*npmtest.Registry, []string) {
 	codexV := strings.TrimSuffix(xv, "-linux-x64")
 	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: xv, TarballFile: packFile(t, realagents.Codex)})
 	reg.Publish(npmtest.Pub{Name: vendorfetch.NpmCodex, Version: codexV, Tarball: emptyTarball(t), Optional: map[string]string{vendorfetch.NpmCodex + "-linux-x64": "npm:" + vendorfetch.NpmCodex + "@" + xv}, Tags: []string{"latest"}})
-	return reg, []string{
-		"CCO_AGENTS=claude,codex," + vendorfetch.AgentGemini,
+	// The agents only npm serves: each main package with its own
+	// package.json (its optional dependencies name the builds), and the
+	// linux-x64 build; Pi's whole tree, with a stub of each other
+	// platform's optional build the lockfile names.
+	for _, m := range [][2]realagents.Pack{{realagents.OpencodeMain, realagents.Opencode}, {realagents.DroidMain, realagents.Droid},
+		{realagents.CopilotMain, realagents.Copilot}} {
+		publishPack(t, reg, m[1], false)
+		publishPack(t, reg, m[0], true)
+	}
+	_, packs, stubs := realagents.Tree(t, realagents.Pi)
+	for _, p := range packs {
+		pub := npmtest.Pub{Name: p.Name, Version: p.Version, TarballFile: p.File, Fields: p.Manifest}
+		if p.Name == realagents.Pi.Name && p.Version == realagents.Pi.Version {
+			pub.Tags = []string{"latest"}
+		}
+		reg.Publish(pub)
+	}
+	for _, s := range stubs {
+		fields := map[string]any{"os": s.OS, "cpu": s.CPU}
+		if len(s.Libc) > 0 {
+			fields["libc"] = s.Libc
+		}
+		reg.Publish(npmtest.Pub{Name: s.Name, Version: s.Version, Tarball: emptyTarball(t), Fields: fields})
+	}
+	env := []string{
+		"CCO_AGENTS=" + strings.Join(agent.Names(), ","),
 		"CCO_CLAUDE_SOURCE=npm", "CCO_CODEX_SOURCE=npm",
-		"CCO_CLAUDE_REGISTRY=" + reg.URL(), "CCO_CODEX_REGISTRY=" + reg.URL(), "CCO_GEMINI_REGISTRY=" + reg.URL(),
 		"CCO_NPM_KEYS=" + reg.KeysFile, "CCO_PROGRESS=never",
 	}
+	for _, a := range agent.Names() {
+		env = append(env, "CCO_"+strings.ToUpper(a)+"_REGISTRY="+reg.URL())
+	}
+	return reg, env
+}
+
+// publishPack serves a cached pack with its own package.json's manifest,
+// tagged latest when main.
+func publishPack(t *testing.T, reg *npmtest.Registry, p realagents.Pack, main bool) {
+	t.Helper()
+	f := packFile(t, p)
+	m, err := realagents.Manifest(f)
+	if err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	pub := npmtest.Pub{Name: p.Name, Version: p.Version, TarballFile: f, Fields: m}
+	if main {
+		pub.Tags = []string{"latest"}
+	}
+	reg.Publish(pub)
 }
 
 // hostNodeIn puts the host's Node in root as the target's (found on the

@@ -63,7 +63,7 @@ func TestRealAgentsInstalledThenRun(t *testing.T) {
 	hostNodeIn(t, root)
 	must(os.Symlink("/usr/bin/bwrap", root+sandbox.BwrapPath))
 	// cco-install keeps an existing sandbox.toml.
-	const toml = "egress = \"off\"\npass_env = [\"ANTHROPIC_API_KEY\", \"CLAUDE_CODE_MAX_RETRIES\", \"OPENAI_API_KEY\", \"GEMINI_API_KEY\"]\n"
+	const toml = "egress = \"off\"\npass_env = [\"ANTHROPIC_API_KEY\", \"CLAUDE_CODE_MAX_RETRIES\", \"OPENAI_API_KEY\", \"GEMINI_API_KEY\", \"FACTORY_API_KEY\"]\n"
 	must(os.WriteFile(root+sandbox.ConfigPath, []byte(toml), 0o644))
 
 	// The real shadow with root linked in (static, as the release builds
@@ -95,6 +95,25 @@ func TestRealAgentsInstalledThenRun(t *testing.T) {
 		}
 	}
 
+	// Every agent's --version through the shadow, as uid 65534 and as root.
+	for _, v := range []struct{ name, want string }{
+		{"claude", realagents.Claude.Version + " (Claude Code)"},
+		{"codex", "codex-cli " + strings.TrimSuffix(realagents.Codex.Version, "-linux-x64")},
+		{vendorfetch.AgentGemini, realagents.Gemini.Version},
+		{vendorfetch.AgentOpencode, realagents.Opencode.Version},
+		{vendorfetch.AgentDroid, realagents.Droid.Version},
+		{vendorfetch.AgentPi, realagents.Pi.Version},
+		{vendorfetch.AgentCopilot, "GitHub Copilot CLI " + realagents.Copilot.Version},
+	} {
+		for _, uid := range []int{65534, 0} {
+			t.Run(v.name+"/version/"+strconv.Itoa(uid), func(t *testing.T) {
+				u := ns.user(t, v.name+"-version", uid)
+				out := ns.run(t, u, false, nil, v.want, []string{root + BinDir + "/" + v.name, "--version"})
+				has(t, out, []string{v.want}, []string{"cannot build the jail"})
+			})
+		}
+	}
+
 	const claudeUnreachable = "API Error: Can't reach the API server"
 	for _, c := range []struct {
 		name   string
@@ -106,9 +125,14 @@ func TestRealAgentsInstalledThenRun(t *testing.T) {
 		done            string
 		want, forbidden []string
 		check           func(t *testing.T, out string)
-		// Unwrapped: the vendor's arguments and their answer.
+		// Unwrapped: the vendor's arguments and their answer (none: the
+		// agent has no guard); bareUID runs it as another user than root.
 		bareArgs, bareWant, bareForbidden []string
 		bareDone                          string // "": until it exits
+		bareUID                           int
+		// rpc, when set, drives the agent through its JSON-RPC stdin
+		// instead (Droid's stream-jsonrpc).
+		rpc bool
 	}{
 		{
 			name: "claude", key: []string{"ANTHROPIC_API_KEY=sk-ant-dummy-key-for-an-offline-test", "CLAUDE_CODE_MAX_RETRIES=0"},
@@ -146,27 +170,75 @@ func TestRealAgentsInstalledThenRun(t *testing.T) {
 				"cco guard: WARNING: this gemini is not running inside a cco jail"},
 			bareForbidden: []string{"Security Warning"},
 		},
+		{
+			// The guard's plugin: its verifier's report on stderr, the
+			// gate lets the prompt in, and the model call fails on the
+			// network (OpenCode retries it). Unwrapped the gate throws
+			// and OpenCode aborts the request.
+			name: vendorfetch.AgentOpencode, key: []string{"ANTHROPIC_API_KEY=sk-ant-dummy-key-for-an-offline-test"},
+			policy: managed.OpencodeConfigPath,
+			args:   []string{"run", "--print-logs", "--model", "anthropic/claude-sonnet-4-5", "hello"},
+			done:   "Cannot connect to API", want: []string{"cco guard: inside a cco jail for opencode", "Cannot connect to API"},
+			forbidden: []string{"cco guard: blocked", "failed to load plugin"},
+			bareArgs:  []string{"run", "--model", "anthropic/claude-sonnet-4-5", "hello"}, bareDone: "cco guard: blocked",
+			bareWant:      []string{"cco guard: blocked: this opencode is not running inside a cco jail", "cco guard: WARNING: this opencode is not running inside a cco jail"},
+			bareForbidden: []string{"Cannot connect to API"},
+			// As nobody, whose ~/.config/opencode is root's: OpenCode's
+			// dependency install there fails at once instead of waiting
+			// on the network, as the jail's read-only binding makes it.
+			bareUID: 65534,
+		},
+		{
+			// On the stream-jsonrpc path Droid runs UserPromptSubmit: in
+			// the jail the gate answers 0 and the model call is retried;
+			// unwrapped it answers 2 and Droid reports the block.
+			name: vendorfetch.AgentDroid, key: []string{"FACTORY_API_KEY=fk-dummy-key-for-an-offline-test"},
+			policy: managed.DroidSettingsPath, rpc: true,
+			args:          []string{"exec", "--input-format", "stream-jsonrpc", "--output-format", "stream-jsonrpc"},
+			done:          `"type":"llm_retry"`,
+			want:          []string{`prompt-gate droid","timeout":10,"exitCode":0`, "cco guard: inside a cco jail for droid", `"type":"llm_retry"`},
+			forbidden:     []string{"cco guard: blocked"},
+			bareArgs:      []string{"exec", "--input-format", "stream-jsonrpc", "--output-format", "stream-jsonrpc"},
+			bareDone:      `"type":"error","message":"cco guard: blocked`,
+			bareWant:      []string{`prompt-gate droid","timeout":10,"exitCode":2`, `"type":"error","message":"cco guard: blocked: this droid is not running inside a cco jail`},
+			bareForbidden: []string{`"type":"llm_retry"`},
+		},
+		{
+			// Jail only: the prompt goes to the model, which the jail
+			// cannot reach.
+			name: vendorfetch.AgentPi, key: []string{"ANTHROPIC_API_KEY=sk-ant-dummy-key-for-an-offline-test"},
+			args: []string{"-p", "hello"}, done: "Connection error", want: []string{"Connection error"},
+		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, ok := agent.Lookup(c.name)
 			if !ok {
 				t.Fatalf("no profile %q", c.name)
 			}
-			b, err := os.ReadFile(root + c.policy)
-			if err != nil || !strings.Contains(string(b), guard.ScriptPath(guard.HookPromptGate)) {
-				t.Fatalf("cco-install's %s does not name the gate %s (%v):\n%s", c.policy, guard.ScriptPath(guard.HookPromptGate), err, b)
+			if c.policy != "" {
+				b, err := os.ReadFile(root + c.policy)
+				if err != nil || !strings.Contains(string(b), guard.ScriptPath(guard.HookPromptGate)) && !strings.Contains(string(b), guard.OpencodePluginURL) {
+					t.Fatalf("cco-install's %s does not name the gate %s (%v):\n%s", c.policy, guard.ScriptPath(guard.HookPromptGate), err, b)
+				}
+			}
+			run := ns.run
+			if c.rpc {
+				run = ns.runRPC
 			}
 			t.Run("shadow", func(t *testing.T) {
 				u := ns.user(t, c.name, 65534)
-				out := ns.run(t, u, false, c.key, c.done, append([]string{root + BinDir + "/" + c.name}, c.args...))
+				out := run(t, u, false, c.key, c.done, append([]string{root + BinDir + "/" + c.name}, c.args...))
 				has(t, out, c.want, c.forbidden)
 				if c.check != nil {
 					c.check(t, out)
 				}
 			})
+			if c.bareArgs == nil {
+				return
+			}
 			t.Run("unwrapped", func(t *testing.T) {
-				u := ns.user(t, c.name, 0)
-				out := ns.run(t, u, true, c.key, c.bareDone, append(p.Command(""), c.bareArgs...))
+				u := ns.user(t, c.name+"-unwrapped", c.bareUID)
+				out := run(t, u, true, c.key, c.bareDone, append(p.Command(""), c.bareArgs...))
 				has(t, out, c.bareWant, c.bareForbidden)
 			})
 		})
@@ -215,7 +287,7 @@ type targetNS struct {
 // targetEtc are the root's /etc directories the namespace shows: cco's
 // own and the vendors' policy directories.
 var targetEtc = []string{filepath.Dir(sandbox.ConfigPath), filepath.Dir(managed.ClaudeDropinDir),
-	filepath.Dir(managed.CodexRequirementsPath), managed.GeminiSettingsDir}
+	filepath.Dir(managed.CodexRequirementsPath), managed.GeminiSettingsDir, managed.OpencodeConfigDir, managed.DroidSettingsDir}
 
 func newTargetNS(t *testing.T, dir, root string) *targetNS {
 	t.Helper()
@@ -259,7 +331,45 @@ func (n *targetNS) user(t *testing.T, agentName string, uid int) nsUser {
 		}
 	}
 	os.Chmod(u.home, 0o700)
+	// Unwrapped, OpenCode's config directory is root's, which nobody cannot
+	// write: OpenCode's dependency install there fails at once instead of
+	// waiting on the network (which stalls its plugins, cco's guard among
+	// them), as the jail's read-only entries make it fail.
+	// Through the shadow, the workspace has its .opencode: then the
+	// dependency install there fails at once on the read-only package.json,
+	// where in an in-memory .opencode (a workspace without one) it waits on
+	// the network for about 70 s first (ADR 90).
+	if agentName == vendorfetch.AgentOpencode {
+		if err := os.Mkdir(filepath.Join(u.ws, ".opencode"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(filepath.Join(u.ws, ".opencode"), uid, uid)
+	}
+	if agentName == vendorfetch.AgentOpencode+"-unwrapped" {
+		if err := os.MkdirAll(filepath.Join(u.home, ".config/opencode"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(u.home, ".config/opencode/.gitignore"), []byte("node_modules\n"), 0o644)
+	}
 	return u
+}
+
+// runRPC is run for an agent driven through JSON-RPC on its stdin (Droid's
+// stream-jsonrpc): it starts a session, and once the session is up, sends
+// one prompt ("hello").
+func (n *targetNS) runRPC(t *testing.T, u nsUser, unwrapped bool, key []string, done string, argv []string) string {
+	t.Helper()
+	msg := func(id, method string, params map[string]any) string {
+		b, _ := json.Marshal(map[string]any{"type": "request", "jsonrpc": "2.0", "factoryApiVersion": "1.0.0", "id": id, "method": method, "params": params})
+		return string(b) + "\n"
+	}
+	init := msg("1", "droid.initialize_session", map[string]any{"machineId": "cco-test", "cwd": u.ws})
+	prompt := msg("2", "droid.add_user_message", map[string]any{"text": "hello"})
+	// A shell feeds the requests: the prompt only after the session's
+	// answer is in the output file.
+	feed := "printf '%s' \"$1\"; while ! grep -q '\"id\":\"1\",\"result\"' \"$3\" 2>/dev/null; do sleep 0.2; done; printf '%s' \"$2\"; sleep 120"
+	wrapped := append([]string{"sh", "-c", "sh -c '" + strings.ReplaceAll(feed, "'", `'\''`) + "' sh \"$1\" \"$2\" \"$3\" | { shift 3; exec \"$@\"; }", "sh", init, prompt, u.to}, argv...)
+	return n.run(t, u, unwrapped, key, done, wrapped)
 }
 
 // run starts argv in the namespace as u, in u's workspace, with key and a

@@ -43,14 +43,31 @@ var (
 	Claude = Pack{"@anthropic-ai/claude-code-linux-x64", "2.1.328"}
 	// Gemini: a bundled Node program, package/bundle/gemini.js.
 	Gemini = Pack{"@google/gemini-cli", "0.61.0"}
+	// OpenCode: package/bin/opencode is the Bun-compiled binary; its main
+	// package lists it at the same version.
+	Opencode     = Pack{"opencode-linux-x64", "1.18.33"}
+	OpencodeMain = Pack{"opencode-ai", "1.18.33"}
+	// Droid: package/bin/droid. The main package 0.225.1 lists the build
+	// 0.225.1, which the registry these were taken from does not have: the
+	// test registry serves 0.225.2 alone, as that mirror does.
+	Droid     = Pack{"@factory/cli-linux-x64", "0.225.2"}
+	DroidMain = Pack{"@factory/cli", "0.225.1"}
+	// Copilot CLI: package/copilot is a Node single-executable.
+	Copilot     = Pack{"@github/copilot-linux-x64", "1.0.102"}
+	CopilotMain = Pack{"@github/copilot", "1.0.102"}
+	// Pi: a Node program with its dependency tree (Tree).
+	Pi = Pack{"@mariozechner/pi-coding-agent", "0.73.1"}
 )
 
-// CodexTree, ClaudeBinary and GeminiMain are where the agent is inside its
-// unpacked pack.
+// CodexTree, ClaudeBinary, GeminiMain and the others are where the agent
+// is inside its unpacked pack.
 const (
-	CodexTree    = "package/vendor/x86_64-unknown-linux-musl"
-	ClaudeBinary = "package/claude"
-	GeminiMain   = "package/bundle/gemini.js"
+	CodexTree      = "package/vendor/x86_64-unknown-linux-musl"
+	ClaudeBinary   = "package/claude"
+	GeminiMain     = "package/bundle/gemini.js"
+	OpencodeBinary = "package/bin/opencode"
+	DroidBinary    = "package/bin/droid"
+	CopilotBinary  = "package/copilot"
 )
 
 // Key is the pack's cache name, <name>@<version>.

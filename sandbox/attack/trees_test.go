@@ -70,7 +70,7 @@ func TestProtectedTrees(t *testing.T) {
 			// Every other agent's project config at once, from the
 			// profiles: one session per agent and user keeps the suite's
 			// time (a class per directory would be a launch each).
-			name: "rename and plant every agent's project config",
+			name:  "rename and plant every agent's project config",
 			probe: func(w *world, _ string) probe { return probe{Steps: w.plantProjectConfig()} },
 			check: func(t *testing.T, w *world, agent string, sess jailtest.Result) {
 				what := map[string]string{}

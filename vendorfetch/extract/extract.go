@@ -69,15 +69,29 @@ var ErrLimit = errors.New("the archive unpacks to more than the size limit")
 // dir may hold part of the archive: the caller removes the staging
 // directory. Nothing is ever written outside dir.
 func Extract(r io.Reader, dir *os.File, limit int64) (*Result, error) {
+	return ExtractWith(r, dir, limit, Options{})
+}
+
+// Options change what an extraction accepts.
+type Options struct {
+	// LastFileWins takes a regular file that the archive names twice from
+	// its last copy, as npm's tar does (real npm packages hold such
+	// duplicates); every other duplicate is still refused.
+	LastFileWins bool
+}
+
+// ExtractWith is Extract with options.
+func ExtractWith(r io.Reader, dir *os.File, limit int64, o Options) (*Result, error) {
 	dr, _, err := Decompress(r)
 	if err != nil {
 		return nil, err
 	}
 	defer dr.Close()
-	return ExtractTar(dr, dir, limit)
+	return extractTar(dr, dir, limit, o)
 }
 
 type extractor struct {
+	opts   Options
 	dirfd  int
 	limit  int64
 	used   int64
@@ -91,11 +105,15 @@ type extractor struct {
 
 // ExtractTar unpacks an uncompressed tar stream into dir.
 func ExtractTar(r io.Reader, dir *os.File, limit int64) (*Result, error) {
+	return extractTar(r, dir, limit, Options{})
+}
+
+func extractTar(r io.Reader, dir *os.File, limit int64, o Options) (*Result, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
 	x := &extractor{
-		dirfd: int(dir.Fd()), limit: limit,
+		opts: o, dirfd: int(dir.Fd()), limit: limit,
 		kinds: map[string]string{"": KindDir}, named: map[string]bool{},
 		res: &Result{}, buf: make([]byte, 256<<10), hashes: map[string]Member{}, index: map[string]int{},
 	}
@@ -171,7 +189,20 @@ func (x *extractor) member(tr *tar.Reader, h *tar.Header) error {
 		return refuse(h.Name, "the name is empty after cleaning")
 	}
 	if x.named[name] {
-		return refuse(h.Name, "duplicate name: the archive holds it twice")
+		if !x.opts.LastFileWins || h.Typeflag != tar.TypeReg || x.kinds[name] != KindFile {
+			return refuse(h.Name, "duplicate name: the archive holds it twice")
+		}
+		// The earlier copy goes; the new one is written as any file.
+		pfd, base, err := x.parentFD(h.Name, name)
+		if err != nil {
+			return err
+		}
+		err = unix.Unlinkat(pfd, base, 0)
+		unix.Close(pfd)
+		if err != nil {
+			return refuse(h.Name, "removing its earlier copy: %v", err)
+		}
+		delete(x.kinds, name)
 	}
 	if k, ok := x.kinds[name]; ok && !(k == KindDir && h.Typeflag == tar.TypeDir) {
 		return refuse(h.Name, "duplicate name: it was already created as a %s", k)
@@ -213,6 +244,10 @@ func (x *extractor) member(tr *tar.Reader, h *tar.Header) error {
 
 func (x *extractor) add(m Member) {
 	x.kinds[m.Name] = m.Kind
+	if i, ok := x.index[m.Name]; ok {
+		x.res.Members[i] = m // a later copy of a file (LastFileWins)
+		return
+	}
 	x.index[m.Name] = len(x.res.Members)
 	x.res.Members = append(x.res.Members, m)
 }

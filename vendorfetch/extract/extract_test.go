@@ -316,3 +316,45 @@ func assertContained(t testing.TB, parent string) {
 		return nil
 	})
 }
+
+// A regular file named twice: refused by default; with LastFileWins (npm
+// packages, as npm's tar takes them) the last copy is the file and the one
+// member; a duplicate that is a link, or a file over a directory or a
+// link, is refused either way.
+func TestLastFileWins(t *testing.T) {
+	twice := tarOf(t, entry{name: "package/a.js", body: "first"}, entry{name: "package/a.js", body: "second copy"})
+	dir, parent := staging(t)
+	if _, err := Extract(bytes.NewReader(twice), dir, 0); err == nil || !strings.Contains(err.Error(), "duplicate name") {
+		t.Errorf("default: %v", err)
+	}
+	dir, parent = staging(t)
+	res, err := ExtractWith(bytes.NewReader(twice), dir, 0, Options{LastFileWins: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(parent, "stage/package/a.js")); string(b) != "second copy" {
+		t.Errorf("content %q", b)
+	}
+	n := 0
+	for _, m := range res.Members {
+		if m.Name == "package/a.js" {
+			n++
+			if m.Size != int64(len("second copy")) {
+				t.Errorf("member %+v", m)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d members for the file: %+v", n, res.Members)
+	}
+	for _, es := range [][]entry{
+		{{name: "p/a", body: "x"}, {name: "p/a", typ: tar.TypeSymlink, link: "/etc/passwd"}},
+		{{name: "p/a", typ: tar.TypeSymlink, link: "b"}, {name: "p/a", body: "x"}},
+		{{name: "p/d/", typ: tar.TypeDir, mode: 0o755}, {name: "p/d", body: "x"}},
+	} {
+		d, _ := staging(t)
+		if _, err := ExtractWith(bytes.NewReader(tarOf(t, es...)), d, 0, Options{LastFileWins: true}); err == nil {
+			t.Errorf("%+v: accepted", es)
+		}
+	}
+}
