@@ -344,7 +344,7 @@ var table = map[string]*Profile{
 		Secrets: []string{".local/share/opencode/auth.json", ".local/share/opencode/mcp-auth.json",
 			".local/share/opencode/opencode.db"},
 		Egress: []string{
-			"opencode.ai", "api.opencode.ai", "models.dev",
+			"opencode.ai", "api.opencode.ai", "models.opencode.ai",
 			"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "openrouter.ai",
 		},
 		Installers: Installers{

@@ -83,6 +83,10 @@ func Title(agent string) string {
 // that its <agent>.node names.
 func RunsOnNode(agent string) bool { return npmLayoutOf(agent).node }
 
+// Native reports whether the agent's build is a native binary in a
+// platform package, whose version is the installed one.
+func Native(agent string) bool { return npmLayoutOf(agent).native }
+
 func npmPackage(name string) string {
 	p, ok := agent.Lookup(name)
 	if !ok || p.Installers.NPMPackage == "" {

@@ -13,10 +13,15 @@ func init() {
 		d := vendorDefaults.Npm[a]
 		title := vendorfetch.Title(a)
 		p, _ := agent.Lookup(a)
+		registry, version := "npm registry of "+p.Installers.NPMPackage+" and its dependencies", "pinned "+title+" version"
+		if vendorfetch.Native(a) {
+			registry = "npm registry of " + p.Installers.NPMPackage + " and its platform builds"
+			version += " (the build's, as `" + a + " --version` prints it, or a release of " + p.Installers.NPMPackage + ")"
+		}
 		keys = append(keys,
-			key{a + ".registry", d.Registry, "", "npm registry of " + p.Installers.NPMPackage + " and its builds"},
+			key{a + ".registry", d.Registry, "", registry},
 			key{a + ".channel", "", "", title + " dist-tag of " + p.Installers.NPMPackage + " (latest when no version is pinned)"},
-			key{a + ".version", "", "", "pinned " + title + " version (the build's, as `" + a + " --version` prints it, or a release of " + p.Installers.NPMPackage + ")"},
+			key{a + ".version", "", "", version},
 		)
 		if vendorfetch.RunsOnNode(a) {
 			keys = append(keys, key{a + ".node", d.Node, "", "the Node binary that runs " + title + ": a name on the system PATH or an absolute path, linked beside the installed version"})

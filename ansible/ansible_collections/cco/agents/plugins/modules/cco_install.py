@@ -35,20 +35,20 @@ options:
     description:
       - The agents whose vendor steps run (C(--agents)); an empty list runs
         none. Unset, install.toml's C(agents) key applies.
-      - Agent names such as C(claude), C(codex) or C(gemini); cco-install
+      - Agent names such as C(claude), C(codex), C(gemini), C(opencode), C(droid), C(pi) or C(copilot); cco-install
         checks them, and an unknown one fails the task with its message.
     type: list
     elements: str
   upgrade:
     description:
-      - Upgrade an agent (such as C(claude), C(codex) or C(gemini)) or C(all)
+      - Upgrade an agent (such as C(claude), C(codex), C(gemini) or C(opencode)) or C(all)
         to the newest release of the configured channel (C(--upgrade)).
       - cco-install checks the name; an unknown one fails the task with its
         message.
     type: str
   rollback:
     description:
-      - Switch an agent (such as C(claude), C(codex) or C(gemini)) or C(all)
+      - Switch an agent (such as C(claude), C(codex), C(gemini) or C(opencode)) or C(all)
         back to the previous installed version (C(--rollback)).
       - cco-install checks the name; an unknown one fails the task with its
         message.
