@@ -42,9 +42,10 @@ go vet ./...
 # a skipped sandbox test must never pass for a tested one.
 export CCO_REQUIRE_BWRAP=1
 # The tests that run the vendors' real agents offline (codex's login through
-# the jail, the real Gemini CLI blocked unwrapped and gated in the jail, the
-# three installed from an npm registry). internal/realagents pins the packs
-# and fetches each once with npm pack into /var/cache/cco-npm-packs.
+# the jail, the real Gemini CLI blocked unwrapped and gated in the jail, all
+# seven installed from an npm registry and run through the shadow).
+# internal/realagents pins the packs and fetches each once with npm pack into
+# /var/cache/cco-npm-packs (Pi's whole tree too).
 export CCO_REAL_AGENTS=1
 go test -count=1 -timeout 30m ./...
 
