@@ -15,6 +15,9 @@ import (
 const helperEnv = "CCO_GUARD_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(fakeFactoryEnv); addr != "" && os.Getenv(helperEnv) != "1" {
+		os.Exit(serveFakeFactory(addr))
+	}
 	if os.Getenv(helperEnv) == "1" {
 		if p := os.Getenv("CCO_GUARD_TEST_HATCH"); p != "" {
 			hatchPath = p

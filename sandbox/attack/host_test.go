@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	agentpkg "github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/jailtest"
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox"
@@ -150,7 +151,8 @@ const (
 // bounded.
 func TestScratchBounded(t *testing.T) {
 	runAttacks(t, []attack{{
-		name: "fill the writable tmpfs and fork without end",
+		name:       "fill the writable tmpfs and fork without end",
+		everyAgent: true,
 		// With caches = "session" ~/.cache is a tmpfs too; "persist"
 		// keeps it on disk, in the agent's tree, as the workspace is.
 		config: func(*world) string {
@@ -158,8 +160,10 @@ func TestScratchBounded(t *testing.T) {
 		},
 		probe: func(w *world, agent string) probe {
 			p := probe{Fill: []string{"/tmp", "/run", "/dev/shm", "/var/tmp", "/dev", w.Home, w.Home + "/.cache"}, FillMax: 4 * scratchLimit, Fork: 3 * procLimit}
-			if agent == "codex" {
-				p.Fill = append(p.Fill, w.Home+"/.codex/packages")
+			// The profile's masks are writable tmpfs too.
+			prof, _ := agentpkg.Lookup(agent)
+			for _, m := range prof.Masks {
+				p.Fill = append(p.Fill, w.Home+"/"+m)
 			}
 			return p
 		},
@@ -243,7 +247,8 @@ func TestForgeDirs(t *testing.T) {
 func TestNestedLaunch(t *testing.T) {
 	r := shared.Get(t)
 	runAttacks(t, []attack{{
-		name: "run the agent again inside the jail",
+		name:       "run the agent again inside the jail",
+		everyAgent: true,
 		// An installed host has a sandbox.toml, owned by root: inside a
 		// user's jail root is the overflow uid.
 		config:  func(*world) string { return sandbox.DefaultConfigTOML },

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/jailtest"
 )
 
@@ -75,16 +76,33 @@ func TestPlantedLinks(t *testing.T) {
 			},
 		},
 		{
-			name: "link the home's settings to the ssh key",
-			prep: removeAll("home/.claude/settings.json", "home/.codex/config.toml", "home/.gemini/settings.json"),
-			probe: func(w *world, _ string) probe {
-				return probe{Steps: steps(
-					"claude settings", linkAt(w.Home+"/.claude/settings.json", ssh(w)),
-					"codex config", linkAt(w.Home+"/.codex/config.toml", ssh(w)),
-					"gemini settings", linkAt(w.Home+"/.gemini/settings.json", ssh(w)))}
+			// Each agent's own command-bearing login files (its profile's
+			// HomeReadOnly), removed before the session.
+			name:       "link the home's settings to the ssh key",
+			everyAgent: true,
+			prep: func(t *testing.T, w *world) {
+				for _, p := range agent.All() {
+					for _, rel := range homeFiles(p) {
+						os.RemoveAll(filepath.Join(w.Home, rel))
+					}
+				}
 			},
-			check: refuses(map[string]string{"claude settings": "planting a link at ~/.claude/settings.json",
-				"codex config": "planting a link at ~/.codex/config.toml", "gemini settings": "planting a link at ~/.gemini/settings.json"}),
+			probe: func(w *world, name string) probe {
+				p, _ := agent.Lookup(name)
+				var kv []string
+				for _, rel := range homeFiles(p) {
+					kv = append(kv, "link ~/"+rel, linkAt(w.Home+"/"+rel, ssh(w)))
+				}
+				return probe{Steps: steps(kv...)}
+			},
+			check: func(t *testing.T, w *world, name string, sess jailtest.Result) {
+				p, _ := agent.Lookup(name)
+				what := map[string]string{}
+				for _, rel := range homeFiles(p) {
+					what["link ~/"+rel] = "planting a link at ~/" + rel
+				}
+				refuses(what)(t, w, name, sess)
+			},
 		},
 		{
 			name: "FIFO at ~/.claude/.claude.json",
@@ -169,4 +187,15 @@ func planted(name string) func(t *testing.T, w *world, _ string, sess jailtest.R
 			t.Errorf("the probe could not plant its %s: %q\nstderr %s", name, got, sess.Stderr)
 		}
 	}
+}
+
+// homeFiles are a profile's read-only login files (not directories).
+func homeFiles(p *agent.Profile) []string {
+	var out []string
+	for _, rel := range p.HomeReadOnly {
+		if !strings.HasSuffix(rel, "/") {
+			out = append(out, rel)
+		}
+	}
+	return out
 }

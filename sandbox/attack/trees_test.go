@@ -70,8 +70,9 @@ func TestProtectedTrees(t *testing.T) {
 			// Every other agent's project config at once, from the
 			// profiles: one session per agent and user keeps the suite's
 			// time (a class per directory would be a launch each).
-			name:  "rename and plant every agent's project config",
-			probe: func(w *world, _ string) probe { return probe{Steps: w.plantProjectConfig()} },
+			name:       "rename and plant every agent's project config",
+			everyAgent: true,
+			probe:      func(w *world, _ string) probe { return probe{Steps: w.plantProjectConfig()} },
 			check: func(t *testing.T, w *world, agent string, sess jailtest.Result) {
 				what := map[string]string{}
 				for _, s := range w.plantProjectConfig() {
@@ -191,7 +192,8 @@ func TestProtectedTrees(t *testing.T) {
 			},
 		},
 		{
-			name: "plant code in the home's dotfiles",
+			name:       "plant code in the home's dotfiles",
+			everyAgent: true,
 			probe: func(w *world, _ string) probe {
 				return probe{Steps: steps(
 					"bashrc", "printf '%s\\n' "+shq(w.touch("bashrc"))+" >> ~/.bashrc && echo DONE",
