@@ -227,21 +227,30 @@ func FuzzOpencodeArgs(f *testing.F) {
 	p, _ := Lookup("opencode")
 	f.Fuzz(func(t *testing.T, s string, _ bool) {
 		user := argvfuzz.Split(s)
-		got := p.Args(user, Options{})
-		head, tail := beforeDashDash(got)
-		_, userTail := beforeDashDash(user)
-		if !slices.Equal(tail, userTail) {
-			t.Fatalf("Args(%q) = %q: the part from -- on changed", user, got)
-		}
+		got, head := strippedOnly(t, p, user)
 		for _, a := range head {
 			if a == "--pure" || strings.HasPrefix(a, "--pure=") {
 				t.Fatalf("Args(%q) = %q: %q survived", user, got, a)
 			}
 		}
-		if !argvfuzz.IsSubsequence(got, user) {
-			t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
-		}
 	})
+}
+
+// strippedOnly is a rewrite that only strips: the result is the user's
+// arguments in their order, and from "--" on nothing changes. It returns
+// the result and its part before "--".
+func strippedOnly(t *testing.T, p *Profile, user []string) (got, head []string) {
+	t.Helper()
+	got = p.Args(user, Options{})
+	head, tail := beforeDashDash(got)
+	_, userTail := beforeDashDash(user)
+	if !slices.Equal(tail, userTail) {
+		t.Fatalf("Args(%q) = %q: the part from -- on changed", user, got)
+	}
+	if !argvfuzz.IsSubsequence(got, user) {
+		t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
+	}
+	return got, head
 }
 
 // FuzzCopilotArgs checks copilot's rewrite on any argv: --prefer-version
@@ -254,12 +263,7 @@ func FuzzCopilotArgs(f *testing.F) {
 	p, _ := Lookup("copilot")
 	f.Fuzz(func(t *testing.T, s string, _ bool) {
 		user := argvfuzz.Split(s)
-		got := p.Args(user, Options{})
-		head, tail := beforeDashDash(got)
-		_, userTail := beforeDashDash(user)
-		if !slices.Equal(tail, userTail) {
-			t.Fatalf("Args(%q) = %q: the part from -- on changed", user, got)
-		}
+		got, head := strippedOnly(t, p, user)
 		for i := 0; i < len(head); i++ {
 			name, _, hasVal := splitFlag(head[i])
 			if name == "--prefer-version" {
@@ -268,9 +272,6 @@ func FuzzCopilotArgs(f *testing.F) {
 			if copilotValueFlags[name] && !hasVal {
 				i++ // its value, whatever it spells
 			}
-		}
-		if !argvfuzz.IsSubsequence(got, user) {
-			t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
 		}
 	})
 }

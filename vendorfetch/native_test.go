@@ -58,6 +58,17 @@ func (r *npmReg) publishNative(a nativeAgent, release, build, platform string, b
 		Optional: map[string]string{plat: build, a.platformPkg("darwin-arm64"): build}, Tags: tags})
 }
 
+// nativeSetup is a test registry and a configuration that installs a from
+// it on this machine's platform; it returns the platform and a's target.
+func nativeSetup(t *testing.T, a nativeAgent) (*npmReg, Config, string, string) {
+	t.Helper()
+	plat := testPlatform(t)
+	r := newNpmReg(t, newStore(t))
+	cfg := r.config(a.name)
+	cfg.Platform = plat
+	return r, cfg, plat, nativeTarget(a, plat)
+}
+
 // lookupProfile is the agent's npm package.
 func lookupProfile(name string) (string, bool) {
 	return npmLayoutOf(name).pkg, true
@@ -212,13 +223,8 @@ func TestNativePlatformPackages(t *testing.T) {
 // A package that is not a native binary is refused, and nothing is
 // installed.
 func TestNativeNotABinary(t *testing.T) {
-	plat := testPlatform(t)
 	a := nativeAgents[2]
-	s := newStore(t)
-	r := newNpmReg(t, s)
-	cfg := r.config(a.name)
-	cfg.Platform = plat
-	target := nativeTarget(a, plat)
+	r, cfg, _, target := nativeSetup(t, a)
 	pkg := a.platformPkg(target)
 	r.Publish(npmtest.Pub{Name: pkg, Version: "1.0.0", Tarball: npmTarball(t, []tarEntry{{name: a.entry, body: "#!/bin/sh\necho hi\n", mode: 0o755}})})
 	r.Publish(npmtest.Pub{Name: NpmCopilot, Version: "1.0.0", Tarball: npmTarball(t, []tarEntry{{name: "package/package.json", body: "{}"}}), Optional: map[string]string{pkg: "1.0.0"}, Tags: []string{"latest"}})
@@ -236,13 +242,9 @@ func TestNativeNotABinary(t *testing.T) {
 // An offline bundle carries the build and its platform packument; the
 // install from it reaches nothing and verifies the same.
 func TestNativeBundle(t *testing.T) {
-	plat := testPlatform(t)
 	a := nativeAgents[0]
-	s := newStore(t)
-	r := newNpmReg(t, s)
-	cfg := r.config(a.name)
-	cfg.Platform = plat
-	r.publishNative(a, "1.18.33", "", nativeTarget(a, plat), []string{"1.18.33"}, "latest")
+	r, cfg, plat, target := nativeSetup(t, a)
+	r.publishNative(a, "1.18.33", "", target, []string{"1.18.33"}, "latest")
 	out := filepath.Join(t.TempDir(), "b.tar.xz")
 	if err := WriteBundle(context.Background(), cfg, out); err != nil {
 		t.Fatal(err)
@@ -262,13 +264,8 @@ func TestNativeBundle(t *testing.T) {
 
 // Upgrade, rollback and a second upgrade prune as for every agent.
 func TestNativeUpgradeRollback(t *testing.T) {
-	plat := testPlatform(t)
 	a := nativeAgents[2]
-	s := newStore(t)
-	r := newNpmReg(t, s)
-	cfg := r.config(a.name)
-	cfg.Platform = plat
-	target := nativeTarget(a, plat)
+	r, cfg, _, target := nativeSetup(t, a)
 	r.publishNative(a, "1.0.101", "", target, []string{"1.0.101"}, "latest")
 	root := t.TempDir()
 	wantStatus(t, install(t, root, cfg), a.step, provision.StatusChanged)

@@ -66,6 +66,20 @@ func (r *npmReg) publishTree(pkgs []treePkg, tags ...string) {
 	}
 }
 
+// treeSetup is a test registry serving piTree, a root with a Node, and a
+// configuration that installs Pi from them.
+func treeSetup(t *testing.T) (*npmReg, Config, string) {
+	t.Helper()
+	needNpm(t)
+	r := newNpmReg(t, newStore(t))
+	root := t.TempDir()
+	writeNode(t, root, "v20.20.2")
+	cfg := r.config(AgentPi)
+	cfg.Platform = "linux-x64"
+	r.publishTree(piTree("0.73.1"), "latest")
+	return r, cfg, root
+}
+
 // needNpm fails the test without npm, which resolves a tree (CI installs
 // it with nodejs).
 func needNpm(t *testing.T) {
@@ -85,14 +99,7 @@ func needNpm(t *testing.T) {
 // Node with its dependencies; the lockfile stays in the version; a second
 // run fetches nothing.
 func TestPiTreeFromRegistry(t *testing.T) {
-	needNpm(t)
-	s := newStore(t)
-	r := newNpmReg(t, s)
-	root := t.TempDir()
-	writeNode(t, root, "v20.20.2")
-	cfg := r.config(AgentPi)
-	cfg.Platform = "linux-x64"
-	r.publishTree(piTree("0.73.1"), "latest")
+	r, cfg, root := treeSetup(t)
 	sr := wantStatus(t, install(t, root, cfg), StepPi, provision.StatusChanged)
 	if !strings.Contains(sr.Detail, "the tree of 5 packages") || !strings.Contains(sr.Detail, "registry signature") {
 		t.Errorf("detail %q", sr.Detail)
@@ -138,15 +145,8 @@ func TestPiTreeFromRegistry(t *testing.T) {
 // A package whose tarball is not what the registry's integrity says fails
 // the whole tree, and nothing is installed.
 func TestPiTreeIntegrity(t *testing.T) {
-	needNpm(t)
-	s := newStore(t)
-	r := newNpmReg(t, s)
-	root := t.TempDir()
-	writeNode(t, root, "v20.20.2")
-	cfg := r.config(AgentPi)
-	cfg.Platform = "linux-x64"
+	r, cfg, root := treeSetup(t)
 	tree := piTree("0.73.1")
-	r.publishTree(tree, "latest")
 	// dep-a served with another package's bytes under its integrity.
 	r.Publish(npmtest.Pub{Name: "dep-a", Version: "1.2.0", Tarball: npmTarball(t, []tarEntry{{name: "package/index.js", body: "evil"}}),
 		IntegrityOf: []byte("not these bytes"), Fields: tree[1].fields})
@@ -163,12 +163,7 @@ func TestPiTreeIntegrity(t *testing.T) {
 // The bundle carries the lockfile, the packuments and every tarball: an
 // install from it needs no npm and no network, and verifies the same.
 func TestPiTreeBundle(t *testing.T) {
-	needNpm(t)
-	s := newStore(t)
-	r := newNpmReg(t, s)
-	cfg := r.config(AgentPi)
-	cfg.Platform = "linux-x64"
-	r.publishTree(piTree("0.73.1"), "latest")
+	r, cfg, _ := treeSetup(t)
 	out := filepath.Join(t.TempDir(), "b.tar.xz")
 	if err := WriteBundle(context.Background(), cfg, out); err != nil {
 		t.Fatal(err)

@@ -323,11 +323,11 @@ func assertContained(t testing.TB, parent string) {
 // link, is refused either way.
 func TestLastFileWins(t *testing.T) {
 	twice := tarOf(t, entry{name: "package/a.js", body: "first"}, entry{name: "package/a.js", body: "second copy"})
-	dir, parent := staging(t)
+	dir, _ := staging(t)
 	if _, err := Extract(bytes.NewReader(twice), dir, 0); err == nil || !strings.Contains(err.Error(), "duplicate name") {
 		t.Errorf("default: %v", err)
 	}
-	dir, parent = staging(t)
+	dir, parent := staging(t)
 	res, err := ExtractWith(bytes.NewReader(twice), dir, 0, Options{LastFileWins: true})
 	if err != nil {
 		t.Fatal(err)
