@@ -69,11 +69,17 @@ type planner struct {
 // nested ones FindRepos lists) and the agents' directories in it.
 func (pl *planner) protectWorkspace() error {
 	for _, d := range agent.WorkspaceDirs() {
+		if err := pl.agentParents(filepath.Join(pl.ws, d)); err != nil {
+			return err
+		}
 		if err := pl.agentDir(filepath.Join(pl.ws, d), slices.Contains(agent.WorkspaceScratch(), d)); err != nil {
 			return err
 		}
 	}
 	for _, rel := range agent.WorkspaceReadOnly() {
+		if err := pl.agentParents(filepath.Join(pl.ws, rel)); err != nil {
+			return err
+		}
 		if err := pl.readOnly(filepath.Join(pl.ws, rel), guardedAt(rel)); err != nil {
 			return err
 		}
@@ -139,6 +145,45 @@ func (pl *planner) agentDir(d string, scratch bool) error {
 		return nil
 	}
 	return pl.readOnly(d, guarded{dir: true})
+}
+
+// agentParents gives the missing directories between the workspace and an
+// agent's nested name (.github for .github/hooks) placeholders, so that the
+// name gets its read-only stand-in even where its parent does not exist
+// yet: a session could otherwise create both. They are plain directories
+// the session may use (.github/workflows); one left empty is removed after
+// it. A link on the way is refused, as at the name itself. (Git's own
+// names get no such parents: an empty .git would break git init.)
+func (pl *planner) agentParents(p string) error {
+	var missing []string
+	for d := filepath.Dir(p); d != pl.ws && within(d, pl.ws); d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err == nil {
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				return refuseLink(d)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || pl.seen[d] {
+			// Unreadable, or an agent's directory planned already (an
+			// empty read-only one holds nothing to protect).
+			return nil
+		}
+		missing = append(missing, d)
+	}
+	if len(missing) == 0 || !pl.writable(p) {
+		return nil
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		d := missing[i]
+		if pl.seen["parent:"+d] {
+			continue
+		}
+		pl.seen["parent:"+d] = true
+		pl.pr.Placeholders = append(pl.pr.Placeholders, Placeholder{Path: d, Dir: true})
+		pl.willExist = append(pl.willExist, d)
+	}
+	return nil
 }
 
 // refuseLink is the refusal of a protected name that is a link: binding

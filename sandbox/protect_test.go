@@ -196,3 +196,17 @@ func TestDropVanishedSockets(t *testing.T) {
 		t.Error("dropped again with nothing gone")
 	}
 }
+
+// TestNestedAgentNameWithoutItsParent: a workspace without .github still
+// gets Copilot's .github/hooks protected: .github is a placeholder the
+// session may use, hooks a read-only stand-in in it.
+func TestNestedAgentNameWithoutItsParent(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.RemoveAll(f.ws+"/.github"))
+	_, pr, c := planIn(t, f, f.ws)
+	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.ws + "/.github", Dir: true}) {
+		t.Errorf("placeholders %v lack .github", pr.Placeholders)
+	}
+	c.has("--tmpfs", f.ws+"/.github/hooks", "--remount-ro", f.ws+"/.github/hooks")
+	c.lacks("--tmpfs", f.ws+"/.github", "--remount-ro", f.ws+"/.github")
+}
