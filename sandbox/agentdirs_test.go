@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // A profile's workspace read-only entry that ends in "/" is a directory: a
@@ -17,7 +18,7 @@ import (
 func TestAgentDirectoryPlaceholders(t *testing.T) {
 	f := newFixture(t)
 	for _, d := range []string{".opencode", ".factory"} {
-		must(t, os.RemoveAll(filepath.Join(f.ws, d)))
+		testenv.Must(t, os.RemoveAll(filepath.Join(f.ws, d)))
 	}
 	p, _ := agent.Lookup("droid")
 	s, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, User: "ada", UID: 1000, Cwd: f.ws, Session: "s"})
@@ -50,7 +51,7 @@ func TestAgentDirectoryPlaceholders(t *testing.T) {
 		t.Errorf("%s is also read-only", oc)
 	}
 	// An existing .opencode is a tree; what it runs is read-only in it.
-	must(t, os.MkdirAll(oc, 0o700))
+	testenv.Must(t, os.MkdirAll(oc, 0o700))
 	s, _, err = Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, User: "ada", UID: 1000, Cwd: f.ws, Session: "s"})
 	if err != nil {
 		t.Fatal(err)

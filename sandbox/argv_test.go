@@ -107,22 +107,22 @@ func newFixture(t testing.TB) *fixture {
 		f.ws + "/.git/hooks", f.ws + "/.claude", f.ws + "/.codex", f.ws + "/.gemini", f.rt,
 		f.home + "/.cache/cco/claude", f.home + "/.cache/cco/codex", f.home + "/.cache/cco/gemini",
 	} {
-		must(t, os.MkdirAll(d, 0o700))
+		testenv.Must(t, os.MkdirAll(d, 0o700))
 	}
 	for _, p := range []string{
 		f.home + "/.claude/settings.json", f.home + "/.codex/config.toml", f.home + "/.claude.json",
 		f.ws + "/.git/config", f.ws + "/.claude/settings.json", f.ws + "/.codex/config.toml", f.ws + "/.gemini/settings.json",
 	} {
-		must(t, os.WriteFile(p, []byte("{}"), 0o600))
+		testenv.Must(t, os.WriteFile(p, []byte("{}"), 0o600))
 	}
 	// The login-state names every profile shows read-only.
 	for _, p := range agent.All() {
 		for _, rel := range p.HomeReadOnly {
 			if strings.HasSuffix(rel, "/") {
-				must(t, os.MkdirAll(filepath.Join(f.home, rel), 0o700))
+				testenv.Must(t, os.MkdirAll(filepath.Join(f.home, rel), 0o700))
 			} else if _, err := os.Lstat(filepath.Join(f.home, rel)); err != nil {
-				must(t, os.MkdirAll(filepath.Dir(filepath.Join(f.home, rel)), 0o700))
-				must(t, os.WriteFile(filepath.Join(f.home, rel), []byte("{}"), 0o600))
+				testenv.Must(t, os.MkdirAll(filepath.Dir(filepath.Join(f.home, rel)), 0o700))
+				testenv.Must(t, os.WriteFile(filepath.Join(f.home, rel), []byte("{}"), 0o600))
 			}
 		}
 	}
@@ -133,7 +133,7 @@ func newFixture(t testing.TB) *fixture {
 		return strings.HasPrefix(rel, ".claude") || strings.HasPrefix(rel, ".codex") || strings.HasPrefix(rel, ".gemini")
 	}
 	for _, d := range agent.WorkspaceDirs() {
-		must(t, os.MkdirAll(filepath.Join(f.ws, d), 0o700))
+		testenv.Must(t, os.MkdirAll(filepath.Join(f.ws, d), 0o700))
 	}
 	for _, rel := range agent.WorkspaceReadOnly() {
 		if own(rel) {
@@ -141,28 +141,21 @@ func newFixture(t testing.TB) *fixture {
 		}
 		p := filepath.Join(f.ws, rel)
 		if strings.HasSuffix(rel, "/") {
-			must(t, os.MkdirAll(p, 0o700))
+			testenv.Must(t, os.MkdirAll(p, 0o700))
 			continue
 		}
-		must(t, os.MkdirAll(filepath.Dir(p), 0o700))
+		testenv.Must(t, os.MkdirAll(filepath.Dir(p), 0o700))
 		if _, err := os.Stat(p); err != nil {
-			must(t, os.WriteFile(p, []byte("{}"), 0o600))
+			testenv.Must(t, os.WriteFile(p, []byte("{}"), 0o600))
 		}
 	}
 	// What git init leaves, and the two names git follows that it does not
 	// make (which a launch otherwise gives placeholders).
-	must(t, os.MkdirAll(f.ws+"/.git/info", 0o700))
-	must(t, os.WriteFile(f.ws+"/.git/commondir", []byte(".\n"), 0o600))
-	must(t, os.WriteFile(f.ws+"/.git/config.worktree", nil, 0o600))
-	must(t, os.WriteFile(f.home+"/.gitconfig", []byte("[user]\n\tname = Ada L\n\temail = ada@example.org\n[alias]\n\tx = !rm -rf /\n"), 0o600))
+	testenv.Must(t, os.MkdirAll(f.ws+"/.git/info", 0o700))
+	testenv.Must(t, os.WriteFile(f.ws+"/.git/commondir", []byte(".\n"), 0o600))
+	testenv.Must(t, os.WriteFile(f.ws+"/.git/config.worktree", nil, 0o600))
+	testenv.Must(t, os.WriteFile(f.home+"/.gitconfig", []byte("[user]\n\tname = Ada L\n\temail = ada@example.org\n[alias]\n\tx = !rm -rf /\n"), 0o600))
 	return f
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func (f *fixture) plan(t *testing.T, name string, uid int, cfg *Config, env []string) (*Spec, *Prep, *argvCheck) {
@@ -401,9 +394,9 @@ func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 	f := newFixture(t)
 	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", f.ws + "/.git/info", f.ws + "/.git/commondir", f.ws + "/.git/config.worktree",
 		f.ws + "/.claude/settings.json", f.home + "/.codex/packages"} {
-		must(t, os.RemoveAll(p))
+		testenv.Must(t, os.RemoveAll(p))
 	}
-	must(t, os.RemoveAll(f.ws+"/.codex"))
+	testenv.Must(t, os.RemoveAll(f.ws+"/.codex"))
 	s, pr, c := f.plan(t, "claude", 1000, nil, nil)
 	// Stand-ins made by bwrap, in memory: an empty read-only directory for
 	// hooks and for a missing agent directory, an empty file, "{}" for
@@ -451,12 +444,12 @@ func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 // read-only; a link there refuses the launch.
 func TestLoginStateStandIns(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.RemoveAll(f.home+"/.codex/.env"))
-	must(t, os.RemoveAll(f.home+"/.codex/rules"))
+	testenv.Must(t, os.RemoveAll(f.home+"/.codex/.env"))
+	testenv.Must(t, os.RemoveAll(f.home+"/.codex/rules"))
 	p, _ := agent.Lookup("codex")
 	l := &Launch{Profile: p, Config: &Config{}, Home: f.home, User: "ada", Cwd: f.ws, Session: "s"}
 	s, pr, err := Plan(l)
-	must(t, err)
+	testenv.Must(t, err)
 	for _, w := range []Placeholder{{Path: f.home + "/.codex/.env"}, {Path: f.home + "/.codex/rules", Dir: true}} {
 		if !slices.Contains(pr.StandIns, w) {
 			t.Errorf("stand-ins %v lack %v", pr.StandIns, w)
@@ -466,7 +459,7 @@ func TestLoginStateStandIns(t *testing.T) {
 		}
 	}
 	sess, err := Prepare(f.home, "", pr)
-	must(t, err)
+	testenv.Must(t, err)
 	sess.Finish()
 	for _, p := range []string{f.home + "/.codex/.env", f.home + "/.codex/rules"} {
 		if _, err := os.Lstat(p); err != nil {
@@ -476,8 +469,8 @@ func TestLoginStateStandIns(t *testing.T) {
 	c := &argvCheck{t: t, argv: resolvedArgv(t, s)}
 	c.has("--ro-bind", f.home+"/.codex/.env", f.home+"/.codex/.env")
 	c.has("--ro-bind", f.home+"/.codex/rules", f.home+"/.codex/rules")
-	must(t, os.RemoveAll(f.home+"/.codex/hooks.json"))
-	must(t, os.Symlink(f.home+"/.ssh", f.home+"/.codex/hooks.json"))
+	testenv.Must(t, os.RemoveAll(f.home+"/.codex/hooks.json"))
+	testenv.Must(t, os.Symlink(f.home+"/.ssh", f.home+"/.codex/hooks.json"))
 	if _, _, err := Plan(l); err == nil || !strings.Contains(err.Error(), "hooks.json is a symbolic link") {
 		t.Errorf("a link at a login-state name: %v", err)
 	}
@@ -490,8 +483,8 @@ func TestArgvProtectedLinkRefused(t *testing.T) {
 		t.Run(rel, func(t *testing.T) {
 			f := newFixture(t)
 			target := f.home + "/.ssh"
-			must(t, os.RemoveAll(f.ws+"/"+rel))
-			must(t, os.Symlink(target, f.ws+"/"+rel))
+			testenv.Must(t, os.RemoveAll(f.ws+"/"+rel))
+			testenv.Must(t, os.Symlink(target, f.ws+"/"+rel))
 			_, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
 			if err == nil || !strings.Contains(err.Error(), f.ws+"/"+rel+" is a symbolic link") || !strings.Contains(err.Error(), "fix: rm "+f.ws+"/"+rel) {
 				t.Errorf("a link at %s: %v", rel, err)
@@ -499,8 +492,8 @@ func TestArgvProtectedLinkRefused(t *testing.T) {
 		})
 	}
 	// A link below a bind source is refused when the source is opened.
-	must(t, os.Rename(f.home+"/.codex", f.home+"/real-codex"))
-	must(t, os.Symlink(f.home+"/real-codex", f.home+"/.codex"))
+	testenv.Must(t, os.Rename(f.home+"/.codex", f.home+"/real-codex"))
+	testenv.Must(t, os.Symlink(f.home+"/real-codex", f.home+"/.codex"))
 	s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
 	if err == nil {
 		_, err = OpenBindSources(s)
@@ -516,8 +509,8 @@ func TestArgvWritableAndForge(t *testing.T) {
 	_, _, c := f.plan(t, "claude", 1000, &Config{AllowWrite: []string{extra}, Forge: []string{"github"}}, nil)
 	// A missing allow_write entry is left out once its source is opened.
 	c.lacksValue(extra)
-	must(t, os.MkdirAll(extra, 0o700))
-	must(t, os.WriteFile(f.home+"/.config/gh/config.yml", []byte("pager: less\n"), 0o600))
+	testenv.Must(t, os.MkdirAll(extra, 0o700))
+	testenv.Must(t, os.WriteFile(f.home+"/.config/gh/config.yml", []byte("pager: less\n"), 0o600))
 	_, _, c = f.plan(t, "claude", 1000, &Config{AllowWrite: []string{extra}, Forge: []string{"github"}}, nil)
 	c.order(m("--perms", "0700", "--tmpfs", f.home), m("--bind", f.home+"/.config/gh", f.home+"/.config/gh"),
 		m("--bind", extra, extra), m("--bind", f.ws, f.ws),

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -103,18 +105,18 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatalf("missing file: %v %+v", err, c)
 	}
 	p := filepath.Join(d, "s.toml")
-	must(t, os.WriteFile(p, []byte("forge = [\"gitlab\"]\n"), 0o644))
+	testenv.Must(t, os.WriteFile(p, []byte("forge = [\"gitlab\"]\n"), 0o644))
 	if os.Geteuid() == 0 {
 		c, err = LoadConfig(p)
 		if err != nil || c.Forge[0] != "gitlab" {
 			t.Fatalf("load: %v %+v", err, c)
 		}
-		must(t, os.Chmod(p, 0o666))
+		testenv.Must(t, os.Chmod(p, 0o666))
 		if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), "chmod 644 "+p) {
 			t.Errorf("world-writable config: %v", err)
 		}
-		must(t, os.Chmod(p, 0o644))
-		must(t, os.Chown(p, 65534, 65534))
+		testenv.Must(t, os.Chmod(p, 0o644))
+		testenv.Must(t, os.Chown(p, 65534, 65534))
 	}
 	if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), "must be owned by root") {
 		t.Errorf("config not owned by root: %v", err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox/egress"
 )
 
@@ -19,7 +20,7 @@ func TestPlanEgress(t *testing.T) {
 	for _, mode := range []string{egress.ModePublic, egress.ModeAllowlist} {
 		s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Environ: env,
 			Direct: true, Egress: mode, EgressSocket: sock})
-		must(t, err)
+		testenv.Must(t, err)
 		s.DataFD = 6
 		c := &argvCheck{t: t, argv: Argv(s)}
 		c.has("--unshare-net")
@@ -38,7 +39,7 @@ func TestPlanEgress(t *testing.T) {
 	// and bwrap may run the agent itself.
 	for _, mode := range []string{egress.ModeOff, ""} {
 		s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Direct: true, Egress: mode})
-		must(t, err)
+		testenv.Must(t, err)
 		c := &argvCheck{t: t, argv: Argv(s)}
 		c.has("--unshare-net")
 		c.lacksValue(EgressSocket)
@@ -56,7 +57,7 @@ func TestPlanEgress(t *testing.T) {
 		masked bool
 	}{{"/srv/cco-test/cco-1000/1-a.sock", true}, {"/var/tmp/cco-1000/1-a.sock", false}, {"/tmp/cco-1000/1-a.sock", false}} {
 		s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws, Egress: egress.ModePublic, EgressSocket: tc.sock})
-		must(t, err)
+		testenv.Must(t, err)
 		c := &argvCheck{t: t, argv: Argv(s)}
 		dir := filepath.Dir(tc.sock)
 		if tc.masked {
@@ -83,9 +84,9 @@ allow_ip = ["10.20.0.0/16"]
 egress_ports = [443, 8443]
 egress_log = "~/logs/egress.log"
 `), "sandbox.toml")
-	must(t, err)
+	testenv.Must(t, err)
 	pol, err := EgressPolicy(c, "claude", "/home/ada")
-	must(t, err)
+	testenv.Must(t, err)
 	if pol.Mode != egress.ModeAllowlist || !slices.Equal(pol.Allow, []string{"api.example.com", "*.mirror.example.com"}) ||
 		!slices.Equal(pol.AllowHost, []string{"git.corp.example"}) || !slices.Equal(pol.AllowIP, []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}) ||
 		!slices.Equal(pol.Ports, []int{443, 8443}) || pol.LogPath != "/home/ada/logs/egress.log" {
@@ -93,7 +94,7 @@ egress_log = "~/logs/egress.log"
 	}
 	// Unset keys: the library's defaults.
 	pol, err = EgressPolicy(&Config{}, "codex", "/home/ada")
-	must(t, err)
+	testenv.Must(t, err)
 	if pol.Mode != egress.ModePublic || !slices.Equal(pol.Ports, egress.DefaultPorts) || !slices.Equal(pol.Allow, egress.DefaultAllow("codex")) ||
 		pol.LogPath != "/home/ada/.local/state/cco/egress.log" {
 		t.Errorf("defaults %+v", pol)
@@ -106,7 +107,7 @@ egress_log = "~/logs/egress.log"
 		"egress_log = \"rel/x.log\"\n":  "egress_log",
 	} {
 		c, err := ParseConfig([]byte(text), "sandbox.toml")
-		must(t, err)
+		testenv.Must(t, err)
 		if _, err := EgressPolicy(c, "claude", "/home/ada"); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ConfigPath) {
 			t.Errorf("%q: %v, want an error naming %s and %s", text, err, want, ConfigPath)
 		}

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"path/filepath"
 	"strings"
+
+	"github.com/cco-dev/cco/sandbox/saferead"
 )
 
 // Gitconfig is the curated global git configuration of the jail: the host
@@ -46,12 +48,12 @@ func Gitconfig(home string, forges []string) []byte {
 // gitIdentity reads user.name and user.email from one git config file: only
 // the [user] section, no includes (they could name anything). A link is
 // followed (dotfile managers link ~/.gitconfig), but what it names is read
-// through ReadCapped: a FIFO or device never holds the launch.
+// through saferead.ReadCapped: a FIFO or device never holds the launch.
 func gitIdentity(path string) (name, email string) {
 	if r, err := filepath.EvalSymlinks(path); err == nil {
 		path = r
 	}
-	data, err := ReadCapped(path)
+	data, err := saferead.ReadCapped(path)
 	if err != nil {
 		return "", ""
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/hostview"
 	"github.com/cco-dev/cco/sandbox/pty"
@@ -25,14 +26,14 @@ func TestArgvGolden(t *testing.T) {
 	// The host's own sockets, RAM and accounts would make the files differ
 	// from machine to machine.
 	empty := filepath.Join(t.TempDir(), "unix")
-	must(t, os.WriteFile(empty, []byte("Num RefCount Protocol Flags Type St Inode Path\n"), 0o600))
+	testenv.Must(t, os.WriteFile(empty, []byte("Num RefCount Protocol Flags Type St Inode Path\n"), 0o600))
 	old := procNetUnix
 	procNetUnix = empty
 	defer func() { procNetUnix = old }()
 	// And a host of its own: cgroup v2, one other user.
 	fake := func(v *string, name, text string) {
 		p := filepath.Join(t.TempDir(), name)
-		must(t, os.WriteFile(p, []byte(text), 0o600))
+		testenv.Must(t, os.WriteFile(p, []byte(text), 0o600))
 		old := *v
 		*v = p
 		t.Cleanup(func() { *v = old })
@@ -87,7 +88,7 @@ func TestArgvGolden(t *testing.T) {
 				got := strings.ReplaceAll(strings.Join(argv, "\n")+"\n", base, "$BASE")
 				path := filepath.Join("testdata/argv", name+"-"+m.mode+".golden")
 				if *update {
-					must(t, os.WriteFile(path, []byte(got), 0o644))
+					testenv.Must(t, os.WriteFile(path, []byte(got), 0o644))
 					return
 				}
 				want, err := os.ReadFile(path)

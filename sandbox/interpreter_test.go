@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // TestInterpreterRunsTheScript: a profile with an interpreter is started as
@@ -28,7 +29,7 @@ func TestInterpreterRunsTheScript(t *testing.T) {
 		t.Fatal("no profile has an interpreter: gemini's runs its script under the Node it names")
 	}
 	f := newFixture(t)
-	must(t, os.MkdirAll(filepath.Join(f.home, p.Login[0]), 0o700))
+	testenv.Must(t, os.MkdirAll(filepath.Join(f.home, p.Login[0]), 0o700))
 	root := t.TempDir()
 	old := SystemRoot
 	SystemRoot = root
@@ -40,16 +41,16 @@ func TestInterpreterRunsTheScript(t *testing.T) {
 		newer:           "#!/bin/sh\necho newer \"$@\"\n",
 		root + p.Binary: "#!/usr/bin/env node\n",
 	} {
-		must(t, os.MkdirAll(filepath.Dir(file), 0o755))
-		must(t, os.WriteFile(file, []byte(body), 0o755))
+		testenv.Must(t, os.MkdirAll(filepath.Dir(file), 0o755))
+		testenv.Must(t, os.WriteFile(file, []byte(body), 0o755))
 	}
-	must(t, os.MkdirAll(filepath.Dir(root+p.Interpreter), 0o755))
-	must(t, os.Symlink(newer, root+p.Interpreter))
+	testenv.Must(t, os.MkdirAll(filepath.Dir(root+p.Interpreter), 0o755))
+	testenv.Must(t, os.Symlink(newer, root+p.Interpreter))
 	path := "PATH=" + bin + ":/usr/bin:/bin"
 	for _, direct := range []bool{true, false} {
 		s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, User: "ada", UID: 1000, Cwd: f.ws,
 			Environ: []string{path}, Args: []string{"hi"}, Direct: direct})
-		must(t, err)
+		testenv.Must(t, err)
 		cmd := s.Command
 		if !direct {
 			if len(cmd) < 3 || !slices.Equal(cmd[:3], []string{root + HelperPath, "exec", "--"}) {
@@ -70,7 +71,7 @@ func TestInterpreterRunsTheScript(t *testing.T) {
 	if err := p.Missing(root); err != nil {
 		t.Errorf("Missing: %v", err)
 	}
-	must(t, os.Remove(newer))
+	testenv.Must(t, os.Remove(newer))
 	if err := p.Missing(root); err == nil || !strings.Contains(err.Error(), root+p.Interpreter) {
 		t.Errorf("Missing with the link pointing nowhere: %v", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/cco-dev/cco/sandbox/saferead"
 )
 
 // Placeholders: the mount points a launch makes on the host because a
@@ -52,7 +54,7 @@ func asMade(ph placeholder, fi fs.FileInfo) bool {
 	if ph.Data == "" {
 		return true
 	}
-	b, err := ReadCapped(ph.Path)
+	b, err := saferead.ReadCapped(ph.Path)
 	return err == nil && string(b) == ph.Data
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // SystemRoot prefixes every system path the shadow reads or runs (vendor
@@ -147,7 +148,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		return nil, nil, fmt.Errorf("the home is / (fix: set HOME to your home directory)")
 	}
 	shared := sharedTrees(l.Environ)
-	ws, err := workspace(l, home, shared)
+	ws, err := pickWorkspace(l, home, shared)
 	noWorkspace := errors.Is(err, errHomeWorkspace)
 	if err != nil && !noWorkspace {
 		return nil, nil, err
@@ -352,8 +353,8 @@ func realDir(p, what string) (string, error) {
 	return r, nil
 }
 
-// workspace picks and checks the read-write directory.
-func workspace(l *Launch, home string, shared []string) (string, error) {
+// pickWorkspace picks and checks the read-write directory.
+func pickWorkspace(l *Launch, home string, shared []string) (string, error) {
 	cwd, err := realDir(l.Cwd, "current directory")
 	if err != nil {
 		return "", err
@@ -364,11 +365,11 @@ func workspace(l *Launch, home string, shared []string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w (fix: correct workspace_root in %s)", err, ConfigPath)
 		}
-		if !within(cwd, ws) {
+		if !workspace.Within(cwd, ws) {
 			return "", fmt.Errorf("the current directory %s is outside workspace_root %s (fix: cd into %s, or change workspace_root in %s)", cwd, ws, ws, ConfigPath)
 		}
 	}
-	if within(home, ws) {
+	if workspace.Within(home, ws) {
 		return "", errHomeWorkspace
 	}
 	if err := refuseTree(ws, home, "workspace", shared); err != nil {
@@ -401,7 +402,7 @@ func refuseTree(p, home, what string, shared []string) error {
 	if p == "/" {
 		return fmt.Errorf("refusing the %s /: it would make the whole system writable %s", what, fix)
 	}
-	if within(home, p) {
+	if workspace.Within(home, p) {
 		return fmt.Errorf("refusing the %s %s: it is the home %s or contains it, and would uncover the home's credentials %s", what, p, home, fix)
 	}
 	trees := append([]string{}, protectedSystem...)
@@ -409,12 +410,12 @@ func refuseTree(p, home, what string, shared []string) error {
 		trees = append(trees, filepath.Join(home, h))
 	}
 	for _, t := range trees {
-		if within(p, t) || within(t, p) {
+		if workspace.Within(p, t) || workspace.Within(t, p) {
 			return fmt.Errorf("refusing the %s %s: it is in or contains the protected tree %s %s", what, p, t, fix)
 		}
 	}
 	for _, t := range shared {
-		if within(p, t) || within(t, p) {
+		if workspace.Within(p, t) || workspace.Within(t, p) {
 			return fmt.Errorf("refusing the %s %s: it is in or contains %s, a tree shared with other programs and their sockets %s", what, p, t, fix)
 		}
 	}
@@ -445,17 +446,9 @@ func sharedTrees(environ []string) []string {
 	return out
 }
 
-// within reports whether p is dir or below it.
-func within(p, dir string) bool {
-	if dir == "/" {
-		return true
-	}
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
-
 func under(p string, dirs []string) bool {
 	for _, d := range dirs {
-		if within(p, d) && p != d {
+		if workspace.Within(p, d) && p != d {
 			return true
 		}
 	}
@@ -476,7 +469,7 @@ func privateDirs(environ []string) []string {
 	}
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok && filepath.IsAbs(v) {
-			if v = filepath.Clean(v); v != "/" && !slices.ContainsFunc(out, func(d string) bool { return within(v, d) }) {
+			if v = filepath.Clean(v); v != "/" && !slices.ContainsFunc(out, func(d string) bool { return workspace.Within(v, d) }) {
 				out = append(out, v)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 // BenchmarkPlanPrepareFinish is the shadow's own host-side work for one
@@ -13,7 +14,7 @@ import (
 func BenchmarkPlanPrepareFinish(b *testing.B) {
 	b.Run("quiet", func(b *testing.B) {
 		f := newFixture(b)
-		must(b, os.WriteFile(f.ws+"/.claude/settings.local.json", []byte("{}"), 0o600))
+		testenv.Must(b, os.WriteFile(f.ws+"/.claude/settings.local.json", []byte("{}"), 0o600))
 		benchPlan(b, f)
 	})
 	b.Run("placeholders", func(b *testing.B) {

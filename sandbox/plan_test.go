@@ -8,15 +8,17 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
+	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 func TestWorkspaceRefusals(t *testing.T) {
 	f := newFixture(t)
 	p, _ := agent.Lookup("claude")
-	must(t, os.MkdirAll(f.home+"/proj", 0o700))
-	must(t, os.MkdirAll(f.home+"/.ssh/keys", 0o700))
-	must(t, os.MkdirAll(f.home+"/.codex/x", 0o700))
-	must(t, os.Symlink(f.home, filepath.Dir(f.home)+"/homelink"))
+	testenv.Must(t, os.MkdirAll(f.home+"/proj", 0o700))
+	testenv.Must(t, os.MkdirAll(f.home+"/.ssh/keys", 0o700))
+	testenv.Must(t, os.MkdirAll(f.home+"/.codex/x", 0o700))
+	testenv.Must(t, os.Symlink(f.home, filepath.Dir(f.home)+"/homelink"))
 	for _, tc := range []struct {
 		cwd  string
 		cfg  Config
@@ -47,7 +49,7 @@ func TestWorkspaceRefusals(t *testing.T) {
 		}
 	}
 	// A subdirectory of workspace_root is fine, and the root is the workspace.
-	must(t, os.MkdirAll(f.ws+"/sub", 0o700))
+	testenv.Must(t, os.MkdirAll(f.ws+"/sub", 0o700))
 	s, _, err := Plan(&Launch{Profile: p, Config: &Config{WorkspaceRoot: f.ws}, Home: f.home, Cwd: f.ws + "/sub"})
 	if err != nil || s.Workspace != f.ws || s.Chdir != f.ws+"/sub" {
 		t.Fatalf("workspace_root: %v %+v", err, s)
@@ -61,8 +63,8 @@ func TestWorkspaceRefusals(t *testing.T) {
 func TestNoWorkspace(t *testing.T) {
 	f := newFixture(t)
 	p, _ := agent.Lookup("claude")
-	must(t, os.MkdirAll(f.home+"/proj", 0o700))
-	must(t, os.Symlink(f.home, filepath.Dir(f.home)+"/homelink"))
+	testenv.Must(t, os.MkdirAll(f.home+"/proj", 0o700))
+	testenv.Must(t, os.Symlink(f.home, filepath.Dir(f.home)+"/homelink"))
 	for _, tc := range []struct {
 		cwd string
 		cfg Config
@@ -82,7 +84,7 @@ func TestNoWorkspace(t *testing.T) {
 			t.Errorf("cwd %s: notes %q, want one line saying there is no workspace", tc.cwd, pr.Notes)
 		}
 		s.eachBind(func(b *Bind, rw bool) {
-			if rw && !within(b.Dst, f.home+"/.claude") && b.Dst != f.home+"/.cache" {
+			if rw && !workspace.Within(b.Dst, f.home+"/.claude") && b.Dst != f.home+"/.cache" {
 				t.Errorf("cwd %s: %s is bound read-write", tc.cwd, b.Dst)
 			}
 		})

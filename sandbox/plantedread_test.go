@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
+	"github.com/cco-dev/cco/sandbox/saferead"
 )
 
 // plant puts a FIFO, or a link to /dev/zero, at p.
@@ -16,9 +18,9 @@ func plant(t *testing.T, kind, p string) {
 	t.Helper()
 	os.Remove(p)
 	if kind == "fifo" {
-		must(t, syscall.Mkfifo(p, 0o600))
+		testenv.Must(t, syscall.Mkfifo(p, 0o600))
 	} else {
-		must(t, os.Symlink("/dev/zero", p))
+		testenv.Must(t, os.Symlink("/dev/zero", p))
 	}
 }
 
@@ -34,8 +36,8 @@ func TestPlantedStateFiles(t *testing.T) {
 			f := newFixture(t)
 			plant(t, kind, f.home+"/.claude.json")
 			_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
-			must(t, err)
-			within5s(t, "Prepare with a planted ~/.claude.json", func() { _, err = Prepare(f.home, "", pr) })
+			testenv.Must(t, err)
+			testenv.Within5s(t, "Prepare with a planted ~/.claude.json", func() { _, err = Prepare(f.home, "", pr) })
 			if err == nil || !strings.Contains(err.Error(), f.home+"/.claude.json") || !strings.Contains(err.Error(), "fix:") {
 				t.Errorf("Prepare: %v; want a refusal naming the file and the fix", err)
 			}
@@ -45,22 +47,22 @@ func TestPlantedStateFiles(t *testing.T) {
 
 			// The watched state file, and the git identity and a record.
 			os.Remove(f.home + "/.claude.json")
-			must(t, os.WriteFile(f.home+"/.claude/.claude.json", []byte("{}"), 0o600))
+			testenv.Must(t, os.WriteFile(f.home+"/.claude/.claude.json", []byte("{}"), 0o600))
 			plant(t, kind, f.home+"/.gitconfig")
-			must(t, os.MkdirAll(registryDir(f.home), 0o700))
+			testenv.Must(t, os.MkdirAll(registryDir(f.home), 0o700))
 			plant(t, kind, filepath.Join(registryDir(f.home), "1.json"))
 			var s *Session
-			within5s(t, "Prepare with planted home files", func() { s, err = Prepare(f.home, "", pr) })
-			must(t, err)
+			testenv.Within5s(t, "Prepare with planted home files", func() { s, err = Prepare(f.home, "", pr) })
+			testenv.Must(t, err)
 			defer s.Finish()
 			var g []byte
-			within5s(t, "Gitconfig", func() { g = Gitconfig(f.home, nil) })
+			testenv.Within5s(t, "Gitconfig", func() { g = Gitconfig(f.home, nil) })
 			if strings.Contains(string(g), "[user]") {
 				t.Errorf("an identity from a planted ~/.gitconfig:\n%s", g)
 			}
 			plant(t, kind, f.home+"/.claude/.claude.json")
 			var added []string
-			within5s(t, "Added", func() { added = s.Added() })
+			testenv.Within5s(t, "Added", func() { added = s.Added() })
 			if len(added) != 1 || !strings.Contains(added[0], f.home+"/.claude/.claude.json: cannot be read") {
 				t.Errorf("Added() = %q; want the planted state file reported", added)
 			}
@@ -72,8 +74,8 @@ func TestPlantedStateFiles(t *testing.T) {
 func TestGitconfigLinkedIdentity(t *testing.T) {
 	f := newFixture(t)
 	real := filepath.Join(filepath.Dir(f.home), "dotfiles-gitconfig")
-	must(t, os.Rename(f.home+"/.gitconfig", real))
-	must(t, os.Symlink(real, f.home+"/.gitconfig"))
+	testenv.Must(t, os.Rename(f.home+"/.gitconfig", real))
+	testenv.Must(t, os.Symlink(real, f.home+"/.gitconfig"))
 	if g := string(Gitconfig(f.home, nil)); !strings.Contains(g, `name = "Ada L"`) {
 		t.Errorf("the linked identity was lost:\n%s", g)
 	}
@@ -82,9 +84,9 @@ func TestGitconfigLinkedIdentity(t *testing.T) {
 // An oversized state file is not carried over: the launch says so.
 func TestCarryOverCap(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.WriteFile(f.home+"/.claude.json", make([]byte, MaxStateFile+1), 0o600))
+	testenv.Must(t, os.WriteFile(f.home+"/.claude.json", make([]byte, saferead.MaxStateFile+1), 0o600))
 	err := carryOver(f.home+"/.claude.json", f.home+"/.claude/.claude.json")
-	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(MaxStateFile)) {
+	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(saferead.MaxStateFile)) {
 		t.Errorf("carryOver of an oversized file: %v", err)
 	}
 	if _, err := os.Lstat(f.home + "/.claude/.claude.json"); !os.IsNotExist(err) {

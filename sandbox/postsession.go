@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/internal/safetext"
+	"github.com/cco-dev/cco/sandbox/saferead"
+	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // The post-session audit of the state files: what a session added that a
@@ -24,13 +26,22 @@ func (s *Session) watch(pr *Prep) {
 			s.watched[w], _ = CommandEntries(w)
 		}
 	}
-	s.protected = stampProtected(pr.Protected)
+	s.protected = workspace.StampProtected(pr.Protected)
 }
+
+// Tampered lists each protected path that something replaced, renamed or
+// removed during the session.
+func (s *Session) Tampered() []string { return s.protected.Tampered() }
+
+// WatchRepos snapshots, at launch, the git files of the repositories
+// FindRepos found in the workspace ws and its sourced files, for the audit
+// after the session.
+func (s *Session) WatchRepos(ws string, repos []string) { s.snap = workspace.Take(ws, repos) }
 
 // Added lists, one line each, the command-bearing entries the session added
 // or changed in the watched state files, and what git would run from a
 // config, hook or redirect created or changed in the workspace's
-// repositories (see repoWarnings).
+// repositories and the files host tools source (workspace.Snapshot).
 func (s *Session) Added() []string {
 	var out []string
 	for _, path := range slices.Sorted(maps.Keys(s.watched)) {
@@ -47,22 +58,17 @@ func (s *Session) Added() []string {
 			}
 		}
 	}
-	if s.ws != "" {
-		repos := FindRepos(s.ws)
-		out = append(out, repoWarnings(s.repos, repos)...)
-		out = append(out, sourcedWarnings(s.sourced, sourcedDirs(s.ws, repos))...)
-	}
-	return out
+	return append(out, s.snap.Warnings()...)
 }
 
 // CommandEntries reads the command-bearing entries of a claude state file:
 // every mcpServers entry with a command, at the top level and per project,
 // keyed by scope and name, valued by the entry's JSON. The file is read
-// through ReadCapped; one it cannot read is the error (a file that is not
+// through saferead.ReadCapped; one it cannot read is the error (a file that is not
 // JSON has no entries).
 func CommandEntries(path string) (map[string]string, error) {
 	out := map[string]string{}
-	b, err := ReadCapped(path)
+	b, err := saferead.ReadCapped(path)
 	if err != nil {
 		return out, err
 	}

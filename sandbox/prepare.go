@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/cco-dev/cco/sandbox/saferead"
+	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 func markerJSON(m *Marker) ([]byte, error) {
@@ -27,15 +30,11 @@ type Session struct {
 	// recorded: the launch has a record, and so something to undo.
 	recorded bool
 	watched  map[string]map[string]string
-	// ws and repos are the workspace and its repositories' git files at
-	// launch (WatchRepos), for the audit after the session.
-	ws    string
-	repos repoFiles
-	// sourced are the stamps of the files host tools read on their own
-	// (sourced.go).
-	sourced map[string]fileStamp
+	// snap is the workspace's git and sourced files at launch
+	// (WatchRepos), for the audit after the session.
+	snap *workspace.Snapshot
 	// protected are Prep.Protected's inodes once the placeholders exist.
-	protected []protectedStamp
+	protected workspace.Protected
 	// launched is the running jail, for a Session that Start made.
 	*launched
 }
@@ -138,13 +137,13 @@ func (s *Session) finish() {
 }
 
 // carryOver copies from to to once, as the invoking user, keeping from.
-// from is read through ReadCapped: a link, a FIFO, a device or a file
+// from is read through saferead.ReadCapped: a link, a FIFO, a device or a file
 // over the cap is refused with the fix, and nothing is written.
 func carryOver(from, to string) error {
 	if _, err := os.Lstat(to); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	b, err := ReadCapped(from)
+	b, err := saferead.ReadCapped(from)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -153,7 +152,7 @@ func carryOver(from, to string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("carrying %s over to %s: %v (fix: make %s a regular file of at most %d MiB, or copy it to %s yourself)",
-			from, to, err, from, MaxStateFile>>20, to)
+			from, to, err, from, saferead.MaxStateFile>>20, to)
 	}
 	dst, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {

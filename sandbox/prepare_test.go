@@ -10,25 +10,26 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/testenv"
 )
 
 func prep(t *testing.T, f *fixture, name string) (*Session, *Prep) {
 	t.Helper()
 	p, _ := agent.Lookup(name)
 	rt, err := os.MkdirTemp(t.TempDir(), "cco-jail-")
-	must(t, err)
+	testenv.Must(t, err)
 	_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
-	must(t, err)
+	testenv.Must(t, err)
 	s, err := Prepare(f.home, rt, pr)
-	must(t, err)
+	testenv.Must(t, err)
 	return s, pr
 }
 
 func TestPreparePlaceholdersAndFinish(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.RemoveAll(f.ws+"/.git/hooks"))
-	must(t, os.Remove(f.ws+"/.git/config"))
-	must(t, os.RemoveAll(f.home+"/.claude"))
+	testenv.Must(t, os.RemoveAll(f.ws+"/.git/hooks"))
+	testenv.Must(t, os.Remove(f.ws+"/.git/config"))
+	testenv.Must(t, os.RemoveAll(f.home+"/.claude"))
 	s, _ := prep(t, f, "claude")
 	for _, p := range []string{f.ws + "/.git/hooks", f.ws + "/.git/config", f.home + "/.claude/settings.json"} {
 		if _, err := os.Lstat(p); err != nil {
@@ -60,11 +61,11 @@ func TestPreparePlaceholdersAndFinish(t *testing.T) {
 
 func TestFinishKeepsWhatSomeoneWrote(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.Remove(f.ws+"/.git/config"))
-	must(t, os.RemoveAll(f.ws+"/.git/hooks"))
+	testenv.Must(t, os.Remove(f.ws+"/.git/config"))
+	testenv.Must(t, os.RemoveAll(f.ws+"/.git/hooks"))
 	s, _ := prep(t, f, "codex")
-	must(t, os.WriteFile(f.ws+"/.git/config", []byte("[core]\n"), 0o600))
-	must(t, os.WriteFile(f.ws+"/.git/hooks/pre-commit", []byte("x"), 0o700))
+	testenv.Must(t, os.WriteFile(f.ws+"/.git/config", []byte("[core]\n"), 0o600))
+	testenv.Must(t, os.WriteFile(f.ws+"/.git/hooks/pre-commit", []byte("x"), 0o700))
 	s.Finish()
 	for _, p := range []string{f.ws + "/.git/config", f.ws + "/.git/hooks/pre-commit"} {
 		if _, err := os.Stat(p); err != nil {
@@ -75,19 +76,19 @@ func TestFinishKeepsWhatSomeoneWrote(t *testing.T) {
 
 func TestCleanStale(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.Remove(f.ws+"/.git/config"))
+	testenv.Must(t, os.Remove(f.ws+"/.git/config"))
 	// A launch by a process that is gone: the record of a dead pid.
 	c := exec.Command("true")
-	must(t, c.Run())
+	testenv.Must(t, c.Run())
 	dead := c.Process.Pid
 	s, _ := prep(t, f, "codex")
 	live := s.recPath
 	s.rec.PID, s.rec.Start = dead, "1"
 	s.recPath = filepath.Join(registryDir(f.home), "dead.json")
-	must(t, s.writeRecord())
-	must(t, os.Remove(live))
+	testenv.Must(t, s.writeRecord())
+	testenv.Must(t, os.Remove(live))
 	// A live launch (this process) whose placeholder must stay.
-	must(t, os.Remove(f.ws+"/.codex/config.toml"))
+	testenv.Must(t, os.Remove(f.ws+"/.codex/config.toml"))
 	// The next launch takes the dead one's placeholders over (its plan may
 	// already bind them as existing files) and removes them when it ends.
 	s2, _ := prep(t, f, "codex")
@@ -109,7 +110,7 @@ func TestCleanStale(t *testing.T) {
 
 func TestCarryOver(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.WriteFile(f.home+"/.claude.json", []byte(`{"oauth":1}`), 0o600))
+	testenv.Must(t, os.WriteFile(f.home+"/.claude.json", []byte(`{"oauth":1}`), 0o600))
 	s, _ := prep(t, f, "claude")
 	defer s.Finish()
 	b, err := os.ReadFile(f.home + "/.claude/.claude.json")
@@ -120,7 +121,7 @@ func TestCarryOver(t *testing.T) {
 		t.Errorf("original not kept: %v", err)
 	}
 	// Once only: a later host file does not overwrite the jail's copy.
-	must(t, os.WriteFile(f.home+"/.claude.json", []byte(`{"oauth":2}`), 0o600))
+	testenv.Must(t, os.WriteFile(f.home+"/.claude.json", []byte(`{"oauth":2}`), 0o600))
 	s2, _ := prep(t, f, "claude")
 	defer s2.Finish()
 	if b, _ := os.ReadFile(f.home + "/.claude/.claude.json"); string(b) != `{"oauth":1}` {
@@ -133,7 +134,7 @@ func TestAddedCommandEntries(t *testing.T) {
 	state := f.home + "/.claude/.claude.json"
 	write := func(v any) {
 		b, _ := json.Marshal(v)
-		must(t, os.WriteFile(state, b, 0o600))
+		testenv.Must(t, os.WriteFile(state, b, 0o600))
 	}
 	write(map[string]any{"mcpServers": map[string]any{"old": map[string]any{"command": "/bin/old"}}})
 	s, _ := prep(t, f, "claude")
@@ -163,12 +164,12 @@ func TestAddedCommandEntries(t *testing.T) {
 func TestRecordsKeepTheLock(t *testing.T) {
 	f := newFixture(t)
 	unlock, err := LockRegistry(f.home)
-	must(t, err)
+	testenv.Must(t, err)
 	defer unlock()
 	lock := filepath.Join(registryDir(f.home), ".lock")
 	before, err := os.Stat(lock)
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(registryDir(f.home), "999999.json"), []byte("not json"), 0o600))
+	testenv.Must(t, err)
+	testenv.Must(t, os.WriteFile(filepath.Join(registryDir(f.home), "999999.json"), []byte("not json"), 0o600))
 	records(f.home)
 	after, err := os.Stat(lock)
 	if err != nil || !os.SameFile(before, after) {
@@ -185,39 +186,39 @@ func TestRecordsKeepTheLock(t *testing.T) {
 // placeholders).
 func TestQuietLaunchWritesNoRecord(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.WriteFile(f.ws+"/.claude/settings.local.json", []byte("{}"), 0o644))
+	testenv.Must(t, os.WriteFile(f.ws+"/.claude/settings.local.json", []byte("{}"), 0o644))
 	unlock, err := LockRegistry(f.home)
-	must(t, err)
-	must(t, Register(f.home))
+	testenv.Must(t, err)
+	testenv.Must(t, Register(f.home))
 	unlock()
 	p, _ := agent.Lookup("claude")
 	_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
-	must(t, err)
+	testenv.Must(t, err)
 	if len(pr.Placeholders) != 0 {
 		t.Fatalf("the fixture needs placeholders %v", pr.Placeholders)
 	}
 	s, err := Prepare(f.home, "", pr)
-	must(t, err)
+	testenv.Must(t, err)
 	if recs, _ := filepath.Glob(filepath.Join(registryDir(f.home), "*.json")); len(recs) != 0 {
 		t.Errorf("a quiet launch wrote records %v", recs)
 	}
 	s.Finish()
 	// Another launch's record (here a dead one's): registering is then due.
 	c := exec.Command("true")
-	must(t, c.Run())
+	testenv.Must(t, c.Run())
 	dead := strconv.Itoa(c.Process.Pid)
 	other := filepath.Join(registryDir(f.home), dead+".json")
-	must(t, os.WriteFile(other, []byte(`{"pid":`+dead+`,"start":"1"}`), 0o600))
+	testenv.Must(t, os.WriteFile(other, []byte(`{"pid":`+dead+`,"start":"1"}`), 0o600))
 	unlock, err = LockRegistry(f.home)
-	must(t, err)
-	must(t, Register(f.home))
+	testenv.Must(t, err)
+	testenv.Must(t, Register(f.home))
 	unlock()
 	own := filepath.Join(registryDir(f.home), strconv.Itoa(os.Getpid())+".json")
 	if _, err := os.Stat(own); err != nil {
 		t.Errorf("with another record present, the launch did not register: %v", err)
 	}
 	s, err = Prepare(f.home, "", pr)
-	must(t, err)
+	testenv.Must(t, err)
 	s.Finish()
 	for _, r := range []string{own, other} {
 		if _, err := os.Stat(r); !os.IsNotExist(err) {
@@ -230,12 +231,12 @@ func TestQuietLaunchWritesNoRecord(t *testing.T) {
 // after the session only while it still holds it.
 func TestPlaceholderWithData(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.Remove(f.ws+"/.git/commondir"))
+	testenv.Must(t, os.Remove(f.ws+"/.git/commondir"))
 	p, _ := agent.Lookup("codex")
 	_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
-	must(t, err)
+	testenv.Must(t, err)
 	s, err := Prepare(f.home, "", pr)
-	must(t, err)
+	testenv.Must(t, err)
 	if b, err := os.ReadFile(f.ws + "/.git/commondir"); err != nil || string(b) != ".\n" {
 		t.Fatalf("commondir placeholder %q %v", b, err)
 	}
@@ -244,8 +245,8 @@ func TestPlaceholderWithData(t *testing.T) {
 		t.Error("the commondir placeholder outlived the session")
 	}
 	s, err = Prepare(f.home, "", pr)
-	must(t, err)
-	must(t, os.WriteFile(f.ws+"/.git/commondir", []byte("../elsewhere\n"), 0o600))
+	testenv.Must(t, err)
+	testenv.Must(t, os.WriteFile(f.ws+"/.git/commondir", []byte("../elsewhere\n"), 0o600))
 	s.Finish()
 	if b, _ := os.ReadFile(f.ws + "/.git/commondir"); string(b) != "../elsewhere\n" {
 		t.Errorf("a changed placeholder was removed or rewritten: %q", b)

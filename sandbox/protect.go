@@ -2,18 +2,17 @@ package sandbox
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/sandbox/saferead"
+	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // Command-bearing state is protected as a tree, not file by file: a bind
@@ -90,7 +89,7 @@ func (pl *planner) protectWorkspace() error {
 			return err
 		}
 	}
-	pl.pr.Repos = FindRepos(pl.ws)
+	pl.pr.Repos = workspace.FindRepos(pl.ws)
 	for _, g := range pl.pr.Repos {
 		if g == top {
 			continue
@@ -156,7 +155,7 @@ func (pl *planner) agentDir(d string, scratch bool) error {
 // names get no such parents: an empty .git would break git init.)
 func (pl *planner) agentParents(p string) error {
 	var missing []string
-	for d := filepath.Dir(p); d != pl.ws && within(d, pl.ws); d = filepath.Dir(d) {
+	for d := filepath.Dir(p); d != pl.ws && workspace.Within(d, pl.ws); d = filepath.Dir(d) {
 		fi, err := os.Lstat(d)
 		if err == nil {
 			if fi.Mode()&fs.ModeSymlink != 0 {
@@ -273,7 +272,7 @@ func (pl *planner) repo(g string) error {
 		return err
 	}
 	if common != admin {
-		if !within(admin, filepath.Join(common, "worktrees")) {
+		if !workspace.Within(admin, filepath.Join(common, "worktrees")) {
 			return fmt.Errorf("%s names %s as its common directory, which does not hold it (fix: git worktree repair, or rm %s)", admin, common, g)
 		}
 		if err := pl.gitDir(common, common); err != nil {
@@ -296,7 +295,7 @@ func (pl *planner) repo(g string) error {
 // core.worktree). A .git file planted in a session therefore cannot bring
 // an outside directory into the jail.
 func adminDir(g string) (string, error) {
-	b, err := ReadCapped(g)
+	b, err := saferead.ReadCapped(g)
 	if err != nil {
 		return "", fmt.Errorf("reading %s: %w (fix: rm %s, or restore it with git worktree repair)", g, err, g)
 	}
@@ -314,12 +313,12 @@ func adminDir(g string) (string, error) {
 		return "", fmt.Errorf("%s names %s, which is not a directory (fix: git worktree repair, or rm %s)", g, d, g)
 	}
 	checkout := filepath.Dir(g)
-	if back, err := ReadCapped(filepath.Join(d, "gitdir")); err == nil {
+	if back, err := saferead.ReadCapped(filepath.Join(d, "gitdir")); err == nil {
 		if filepath.Clean(strings.TrimSpace(string(back))) == g {
 			return d, nil
 		}
 	}
-	if wt := gitConfigGet(filepath.Join(d, "config"), "core.worktree"); wt != "" {
+	if wt := workspace.GitConfigGet(filepath.Join(d, "config"), "core.worktree"); wt != "" {
 		if !filepath.IsAbs(wt) {
 			wt = filepath.Join(d, wt)
 		}
@@ -334,7 +333,7 @@ func adminDir(g string) (string, error) {
 // path, or the directory itself.
 func commonDir(admin string) (string, error) {
 	p := filepath.Join(admin, "commondir")
-	b, err := ReadCapped(p)
+	b, err := saferead.ReadCapped(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return admin, nil
 	}
@@ -362,7 +361,7 @@ func (pl *planner) gitDir(d, top string) error {
 		return nil
 	}
 	pl.seen["gitdir:"+d] = true
-	if err := refuseTree(d, pl.home, "git directory", pl.shared); err != nil && !within(d, pl.ws) {
+	if err := refuseTree(d, pl.home, "git directory", pl.shared); err != nil && !workspace.Within(d, pl.ws) {
 		return err
 	}
 	pl.tree(d)
@@ -442,7 +441,7 @@ func (pl *planner) modules(dir string, depth int) error {
 // itself reads the config (only when it mentions either, so the common
 // launch runs no git).
 func (pl *planner) configFiles(cfg, gitdir string) error {
-	b, err := ReadCapped(cfg)
+	b, err := saferead.ReadCapped(cfg)
 	if err != nil {
 		return nil
 	}
@@ -450,7 +449,7 @@ func (pl *planner) configFiles(cfg, gitdir string) error {
 	if !bytes.Contains(low, []byte("hookspath")) && !bytes.Contains(low, []byte("include")) {
 		return nil
 	}
-	for _, kv := range gitConfigList(gitdir) {
+	for _, kv := range workspace.GitConfigList(gitdir) {
 		key, val, _ := strings.Cut(kv, "=")
 		key = strings.ToLower(key)
 		switch {
@@ -487,43 +486,4 @@ func (pl *planner) protectIfWritable(p string, g guarded) error {
 		return nil
 	}
 	return pl.readOnly(p, g)
-}
-
-// gitTimeout bounds a git the shadow runs on a file the user or a session
-// wrote.
-const gitTimeout = 5 * time.Second
-
-// gitEnv is the environment of a git the shadow runs: no system or global
-// configuration, so that only the file asked about is read.
-var gitEnv = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent", "PATH=/usr/bin:/bin", "LC_ALL=C"}
-
-// gitConfigList is the repository's configuration as git reads it, with
-// includes, one key=value a line (keys in git's own lowered form).
-func gitConfigList(gitdir string) []string {
-	out := runGit("--git-dir="+gitdir, "config", "--includes", "--list", "--local")
-	return strings.Split(strings.TrimSpace(out), "\n")
-}
-
-// gitConfigGet is one key of a config file, as git reads it ("" if unset).
-func gitConfigGet(file, key string) string {
-	if _, err := os.Lstat(file); err != nil {
-		return ""
-	}
-	return strings.TrimSpace(runGit("config", "--file", file, "--get", key))
-}
-
-func runGit(args ...string) string {
-	g := hostGit()
-	if g == "" {
-		return ""
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
-	defer cancel()
-	c := exec.CommandContext(ctx, g, args...)
-	c.Dir, c.Env, c.WaitDelay = "/", gitEnv, time.Second
-	out, err := c.Output()
-	if err != nil {
-		return ""
-	}
-	return string(out)
 }

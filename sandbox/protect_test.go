@@ -29,11 +29,11 @@ func planIn(t *testing.T, f *fixture, cwd string) (*Spec, *Prep, *argvCheck) {
 func TestProtectLinkedWorktree(t *testing.T) {
 	f := newFixture(t)
 	main := filepath.Join(filepath.Dir(f.ws), "main")
-	must(t, os.MkdirAll(main, 0o755))
-	git(t, main, "init", "-q")
-	git(t, main, "commit", "-q", "--allow-empty", "-m", "x")
+	testenv.Must(t, os.MkdirAll(main, 0o755))
+	testenv.Git(t, main, "init", "-q")
+	testenv.Git(t, main, "commit", "-q", "--allow-empty", "-m", "x")
 	wt := filepath.Join(filepath.Dir(f.ws), "wt")
-	git(t, main, "worktree", "add", "-q", wt)
+	testenv.Git(t, main, "worktree", "add", "-q", wt)
 	_, pr, c := planIn(t, f, wt)
 	admin := main + "/.git/worktrees/wt"
 	c.order(m("--bind", wt, wt), m("--bind", main+"/.git", main+"/.git"), m("--bind", admin, admin),
@@ -56,13 +56,13 @@ func TestProtectLinkedWorktree(t *testing.T) {
 func TestProtectSubmoduleCheckout(t *testing.T) {
 	f := newFixture(t)
 	lib := filepath.Join(filepath.Dir(f.ws), "lib")
-	must(t, os.MkdirAll(lib, 0o755))
-	git(t, lib, "init", "-q")
-	git(t, lib, "commit", "-q", "--allow-empty", "-m", "lib")
+	testenv.Must(t, os.MkdirAll(lib, 0o755))
+	testenv.Git(t, lib, "init", "-q")
+	testenv.Git(t, lib, "commit", "-q", "--allow-empty", "-m", "lib")
 	sup := filepath.Join(filepath.Dir(f.ws), "super")
-	must(t, os.MkdirAll(sup, 0o755))
-	git(t, sup, "init", "-q")
-	git(t, sup, "submodule", "-q", "add", lib, "lib")
+	testenv.Must(t, os.MkdirAll(sup, 0o755))
+	testenv.Git(t, sup, "init", "-q")
+	testenv.Git(t, sup, "submodule", "-q", "add", lib, "lib")
 	sub := sup + "/lib"
 	_, _, c := planIn(t, f, sub)
 	admin := sup + "/.git/modules/lib"
@@ -78,8 +78,8 @@ func TestProtectSubmoduleCheckout(t *testing.T) {
 // workspace that does not name it back, refuses the next launch.
 func TestPlantedGitFileRefused(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.MkdirAll(f.ws+"/sub", 0o755))
-	must(t, os.WriteFile(f.ws+"/sub/.git", []byte("gitdir: "+f.home+"/.ssh\n"), 0o644))
+	testenv.Must(t, os.MkdirAll(f.ws+"/sub", 0o755))
+	testenv.Must(t, os.WriteFile(f.ws+"/sub/.git", []byte("gitdir: "+f.home+"/.ssh\n"), 0o644))
 	p, _ := agent.Lookup("claude")
 	_, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
 	if err == nil || !strings.Contains(err.Error(), f.ws+"/sub/.git") || !strings.Contains(err.Error(), "fix") {
@@ -91,11 +91,11 @@ func TestPlantedGitFileRefused(t *testing.T) {
 // read-only; git itself tells where they are.
 func TestProtectHooksPathAndIncludes(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.RemoveAll(f.ws+"/.git"))
-	git(t, f.ws, "init", "-q")
-	git(t, f.ws, "config", "core.hooksPath", "tools/hooks")
-	git(t, f.ws, "config", "include.path", "../shared.gitconfig")
-	must(t, os.MkdirAll(f.ws+"/tools/hooks", 0o755))
+	testenv.Must(t, os.RemoveAll(f.ws+"/.git"))
+	testenv.Git(t, f.ws, "init", "-q")
+	testenv.Git(t, f.ws, "config", "core.hooksPath", "tools/hooks")
+	testenv.Git(t, f.ws, "config", "include.path", "../shared.gitconfig")
+	testenv.Must(t, os.MkdirAll(f.ws+"/tools/hooks", 0o755))
 	_, pr, c := planIn(t, f, f.ws)
 	c.has("--ro-bind", f.ws+"/tools/hooks", f.ws+"/tools/hooks")
 	// The included file does not exist yet: a placeholder keeps it so.
@@ -108,8 +108,8 @@ func TestProtectHooksPathAndIncludes(t *testing.T) {
 func TestProtectNestedRepository(t *testing.T) {
 	f := newFixture(t)
 	n := f.ws + "/vendor/dep"
-	must(t, os.MkdirAll(n, 0o755))
-	git(t, n, "init", "-q")
+	testenv.Must(t, os.MkdirAll(n, 0o755))
+	testenv.Git(t, n, "init", "-q")
 	_, _, c := planIn(t, f, f.ws)
 	c.order(m("--bind", n+"/.git", n+"/.git"), m("--ro-bind", n+"/.git/config", n+"/.git/config"), m("--ro-bind", n+"/.git/hooks", n+"/.git/hooks"))
 }
@@ -139,7 +139,7 @@ func TestSocketMasks(t *testing.T) {
 	inWS := f.ws + "/dev.sock"
 	inHome := f.home + "/.x.sock"
 	other := filepath.Join(filepath.Dir(filepath.Dir(f.ws)), "srv", "run")
-	must(t, os.MkdirAll(other, 0o755))
+	testenv.Must(t, os.MkdirAll(other, 0o755))
 	many := []string{other + "/a.sock", other + "/b.sock", other + "/c.sock"}
 	var lines []string
 	for _, p := range append([]string{visible, inWS, inHome, "/tmp/hidden.sock"}, many...) {
@@ -151,7 +151,7 @@ func TestSocketMasks(t *testing.T) {
 		lines = append(lines, "0: 00000002 00000000 00010000 0001 01 1 "+p)
 	}
 	list := filepath.Join(f.rt, "unix")
-	must(t, os.WriteFile(list, []byte("Num RefCount Protocol Flags Type St Inode Path\n"+strings.Join(lines, "\n")+"\n"), 0o600))
+	testenv.Must(t, os.WriteFile(list, []byte("Num RefCount Protocol Flags Type St Inode Path\n"+strings.Join(lines, "\n")+"\n"), 0o600))
 	old := procNetUnix
 	procNetUnix = list
 	defer func() { procNetUnix = old }()
@@ -202,7 +202,7 @@ func TestDropVanishedSockets(t *testing.T) {
 // session may use, hooks a read-only stand-in in it.
 func TestNestedAgentNameWithoutItsParent(t *testing.T) {
 	f := newFixture(t)
-	must(t, os.RemoveAll(f.ws+"/.github"))
+	testenv.Must(t, os.RemoveAll(f.ws+"/.github"))
 	_, pr, c := planIn(t, f, f.ws)
 	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.ws + "/.github", Dir: true}) {
 		t.Errorf("placeholders %v lack .github", pr.Placeholders)

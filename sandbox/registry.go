@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/cco-dev/cco/sandbox/saferead"
 )
 
 // The registry: one record per running launch in a home, and the lock that
@@ -128,7 +130,7 @@ func records(home string) []recordFile {
 	var out []recordFile
 	for _, name := range recordNames(dir) {
 		p := filepath.Join(dir, name)
-		b, err := ReadCapped(p)
+		b, err := saferead.ReadCapped(p)
 		if err != nil {
 			continue
 		}

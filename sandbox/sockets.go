@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/sandbox/hostview"
+	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // A read-only mount does not stop connect(2) on a unix socket: the write
@@ -102,7 +103,7 @@ func socketMasks(s *Spec) []Mask {
 		}
 		holds := false
 		for _, b := range binds {
-			if within(b, d) {
+			if workspace.Within(b, d) {
 				holds = true
 				break
 			}
@@ -165,7 +166,7 @@ func socketPath(line []byte) string {
 func (s *Spec) hostVisible(p string) bool {
 	best, visible := "/", true
 	consider := func(dst string, v bool) {
-		if within(p, dst) && len(dst) >= len(best) {
+		if workspace.Within(p, dst) && len(dst) >= len(best) {
 			best, visible = dst, v
 		}
 	}

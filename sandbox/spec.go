@@ -8,6 +8,8 @@ package sandbox
 import (
 	"slices"
 	"strconv"
+
+	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // Bind is one bind mount: Src on the host at Dst inside the jail. A
@@ -280,7 +282,7 @@ func (s *Spec) argv(d donor) []string {
 			// A mask that holds a system bind turns read-only once the
 			// bind's mount point is made in it; until then it holds no
 			// more than mount points.
-			if slices.ContainsFunc(s.SysBinds, func(b Bind) bool { return within(b.Dst, m.Path) }) {
+			if slices.ContainsFunc(s.SysBinds, func(b Bind) bool { return workspace.Within(b.Dst, m.Path) }) {
 				a = append(a, "--size", "65536", "--tmpfs", m.Path)
 				later = append(later, m.Path)
 			} else {
@@ -366,12 +368,12 @@ func (s *Spec) splitPrivate() (early, late []string) {
 	for _, p := range s.Private {
 		holds := false
 		for _, t := range targets {
-			if within(t, p) {
+			if workspace.Within(t, p) {
 				holds = true
 				break
 			}
 		}
-		if holds && !within(p, "/dev") && !within(p, "/proc") {
+		if holds && !workspace.Within(p, "/dev") && !workspace.Within(p, "/proc") {
 			early = append(early, p)
 		} else {
 			late = append(late, p)

@@ -23,6 +23,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/keyring"
 	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/pty"
+	"github.com/cco-dev/cco/sandbox/saferead"
 	"github.com/cco-dev/cco/sandbox/seccomp"
 	"github.com/cco-dev/cco/sandbox/supervise"
 )
@@ -120,7 +121,7 @@ func Start(l *Launch) (*Session, error) {
 	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Messages, euid: euid}
 	if pol.Mode == policy.ModeOff {
 		fmt.Fprint(l.Messages, policy.OffBanner())
-	} else if r.px, err = spawn.Start(SystemRoot+ProxyPath, pol, l.Session, ReadCapped); err != nil {
+	} else if r.px, err = spawn.Start(SystemRoot+ProxyPath, pol, l.Session, saferead.ReadCapped); err != nil {
 		return nil, &LaunchError{Code: ExitCannotRun, Msg: fmt.Sprintf("not starting %s: %v", p.Name, err)}
 	}
 	s, err := r.plan(l, pol.Mode)

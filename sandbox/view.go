@@ -9,6 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cco-dev/cco/sandbox/hostview"
+	"github.com/cco-dev/cco/sandbox/saferead"
+	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // What of the host the jail does not show beyond the home: the host's
@@ -23,7 +25,7 @@ var (
 
 // sysHost is the host as hostview.Sys asks of it; tests give it another.
 var sysHost = func() hostview.Host {
-	cg, _ := ReadCapped(procCgroup)
+	cg, _ := saferead.ReadCapped(procCgroup)
 	return hostview.Host{
 		Exists: func(p string) bool { _, err := os.Lstat(p); return err == nil },
 		FSType: func(p string) int64 {
@@ -59,7 +61,7 @@ func (pl *planner) hidden(hide []string) error {
 	binds := pl.bindTargets()
 	holds := func(p string) string {
 		for _, b := range binds {
-			if within(b, p) {
+			if workspace.Within(b, p) {
 				return b
 			}
 		}
@@ -83,7 +85,7 @@ func (pl *planner) hidden(hide []string) error {
 		}
 		pl.s.Masks = append(pl.s.Masks, Mask{Path: p, Kind: kind})
 	}
-	passwd, _ := ReadCapped(etcPasswd)
+	passwd, _ := saferead.ReadCapped(etcPasswd)
 	homes := hostview.OtherHomes(string(passwd), pl.home)
 	parents := map[string]int{}
 	for _, h := range homes {
@@ -111,7 +113,7 @@ func privateParent(d string) bool {
 		return false
 	}
 	for _, t := range protectedSystem {
-		if within(t, d) || within(d, t) {
+		if workspace.Within(t, d) || workspace.Within(d, t) {
 			return false
 		}
 	}

@@ -1,5 +1,5 @@
 // Package testenv holds the test helpers that decide whether a test can run
-// here. In CI (CI=true or CCO_REQUIRE_BWRAP=1) a missing prerequisite fails the
+// here, and a few that several packages' tests share. In CI (CI=true or CCO_REQUIRE_BWRAP=1) a missing prerequisite fails the
 // test instead of skipping it: a skipped sandbox test must never count as
 // passing.
 package testenv
@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Strict reports whether missing prerequisites fail rather than skip.
@@ -149,4 +150,55 @@ func lockSockets(t testing.TB, how int) func() {
 		t.Fatalf("locking %s: %v", socketLock, err)
 	}
 	return func() { f.Close() }
+}
+
+// Git runs the host's git in dir, with no configuration but the test's.
+func Git(t testing.TB, dir string, args ...string) {
+	t.Helper()
+	c := exec.Command("git", append([]string{"-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"}, args...)...)
+	c.Dir = dir
+	c.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e"}
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+	}
+}
+
+// Mkdirs makes each directory with its parents, or fails the test.
+func Mkdirs(t testing.TB, ds ...string) {
+	t.Helper()
+	for _, d := range ds {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Within5s fails the test when fn does not return in 5 seconds: a read a
+// planted FIFO or device could hang.
+func Within5s(t testing.TB, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { fn(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not return within 5 seconds", what)
+	}
+}
+
+// Must fails the test on an error.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WriteFile writes p, mode 0755 (a hook must be executable), with its
+// directories, or fails the test.
+func WriteFile(t testing.TB, p, s string) {
+	t.Helper()
+	Must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	Must(t, os.WriteFile(p, []byte(s), 0o755))
 }

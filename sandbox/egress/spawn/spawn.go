@@ -90,7 +90,7 @@ type Proxy struct {
 // Start checks the proxy program prog, opens the audit log and creates
 // the listening socket. Everything the user can get wrong fails here,
 // before the jail is built. read reads the launcher's own small files
-// without following a link (sandbox.ReadCapped).
+// without following a link (saferead.ReadCapped).
 func Start(prog string, pol policy.Policy, session string, read func(string) ([]byte, error)) (*Proxy, error) {
 	fi, err := os.Stat(prog)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {

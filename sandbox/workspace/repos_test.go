@@ -1,72 +1,41 @@
-package sandbox
+package workspace
 
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/cco-dev/cco/internal/testenv"
 )
-
-// git runs the host's git in dir, with no configuration but the test's.
-func git(t testing.TB, dir string, args ...string) {
-	t.Helper()
-	c := exec.Command("git", append([]string{"-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"}, args...)...)
-	c.Dir = dir
-	c.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e"}
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
-	}
-}
-
-func mkdirs(t testing.TB, ds ...string) {
-	t.Helper()
-	for _, d := range ds {
-		must(t, os.MkdirAll(d, 0o755))
-	}
-}
-
-// within5s fails the test when fn does not return in 5 seconds.
-func within5s(t *testing.T, what string, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { fn(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s did not return within 5 seconds", what)
-	}
-}
 
 func TestFindRepos(t *testing.T) {
 	base, _ := filepath.EvalSymlinks(t.TempDir())
 	ws := filepath.Join(base, "ws")
-	mkdirs(t, ws, base+"/other", base+"/lib")
-	git(t, ws, "init", "-q")
-	git(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	testenv.Mkdirs(t, ws, base+"/other", base+"/lib")
+	testenv.Git(t, ws, "init", "-q")
+	testenv.Git(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
 	// Nested repositories: at the bound, below it, and in skipped trees.
 	for _, d := range []string{"a/b/c", "a/b/c/d", "node_modules/x", "p/.git/q"} {
-		mkdirs(t, filepath.Join(ws, d, ".git"))
+		testenv.Mkdirs(t, filepath.Join(ws, d, ".git"))
 	}
 	// A .git file and a .git link are entries too (the plan refuses a link).
-	mkdirs(t, ws+"/f", ws+"/l")
-	must(t, os.WriteFile(ws+"/f/.git", []byte("gitdir: ../.git\n"), 0o644))
-	must(t, os.Symlink(base+"/other", ws+"/l/.git"))
+	testenv.Mkdirs(t, ws+"/f", ws+"/l")
+	testenv.Must(t, os.WriteFile(ws+"/f/.git", []byte("gitdir: ../.git\n"), 0o644))
+	testenv.Must(t, os.Symlink(base+"/other", ws+"/l/.git"))
 	// A link to a directory with a repository is not followed.
-	mkdirs(t, base+"/other/r/.git")
-	must(t, os.Symlink(base+"/other/r", ws+"/linked"))
+	testenv.Mkdirs(t, base+"/other/r/.git")
+	testenv.Must(t, os.Symlink(base+"/other/r", ws+"/linked"))
 	// A linked worktree deep in the workspace, and one outside it.
-	git(t, ws, "worktree", "add", "-q", "w/1/2/3/4/tree")
-	git(t, ws, "worktree", "add", "-q", base+"/outside-tree")
+	testenv.Git(t, ws, "worktree", "add", "-q", "w/1/2/3/4/tree")
+	testenv.Git(t, ws, "worktree", "add", "-q", base+"/outside-tree")
 	// A submodule whose checkout is below the bound, named with slashes.
-	git(t, base+"/lib", "init", "-q")
-	git(t, base+"/lib", "commit", "-q", "--allow-empty", "-m", "lib")
-	git(t, ws, "submodule", "add", "-q", base+"/lib", "s/1/2/3/sub")
+	testenv.Git(t, base+"/lib", "init", "-q")
+	testenv.Git(t, base+"/lib", "commit", "-q", "--allow-empty", "-m", "lib")
+	testenv.Git(t, ws, "submodule", "add", "-q", base+"/lib", "s/1/2/3/sub")
 
 	got := FindRepos(ws)
 	want := []string{
@@ -93,7 +62,7 @@ func TestFindRepos(t *testing.T) {
 		}
 	}
 	for _, g := range got {
-		if !within(g, ws) {
+		if !Within(g, ws) {
 			t.Errorf("FindRepos lists %s, outside the workspace", g)
 		}
 	}
@@ -106,15 +75,15 @@ func TestFindRepos(t *testing.T) {
 // never holds the walk.
 func TestFindReposPlantedFiles(t *testing.T) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	mkdirs(t, ws+"/.git/worktrees/x", ws+"/.git/modules/m")
-	must(t, syscall.Mkfifo(ws+"/.git/worktrees/x/gitdir", 0o644))
-	must(t, syscall.Mkfifo(ws+"/.git/modules/m/HEAD", 0o644))
-	must(t, os.Symlink("/dev/zero", ws+"/.gitmodules"))
-	mkdirs(t, ws+"/n")
-	must(t, syscall.Mkfifo(ws+"/n/.gitmodules", 0o644))
-	must(t, syscall.Mkfifo(ws+"/n/.git", 0o644)) // not an entry: a FIFO
+	testenv.Mkdirs(t, ws+"/.git/worktrees/x", ws+"/.git/modules/m")
+	testenv.Must(t, syscall.Mkfifo(ws+"/.git/worktrees/x/gitdir", 0o644))
+	testenv.Must(t, syscall.Mkfifo(ws+"/.git/modules/m/HEAD", 0o644))
+	testenv.Must(t, os.Symlink("/dev/zero", ws+"/.gitmodules"))
+	testenv.Mkdirs(t, ws+"/n")
+	testenv.Must(t, syscall.Mkfifo(ws+"/n/.gitmodules", 0o644))
+	testenv.Must(t, syscall.Mkfifo(ws+"/n/.git", 0o644)) // not an entry: a FIFO
 	var got []string
-	within5s(t, "FindRepos", func() { got = FindRepos(ws) })
+	testenv.Within5s(t, "FindRepos", func() { got = FindRepos(ws) })
 	want := []string{ws + "/.git", ws + "/.git/modules/m"}
 	if !slices.Equal(got, want) {
 		t.Errorf("FindRepos = %v, want %v", got, want)
@@ -126,9 +95,9 @@ func TestFindReposPlantedFiles(t *testing.T) {
 func TestFindReposCount(t *testing.T) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	for i := 0; i < RepoWalkDirs+10; i++ {
-		mkdirs(t, fmt.Sprintf("%s/d%04d", ws, i))
+		testenv.Mkdirs(t, fmt.Sprintf("%s/d%04d", ws, i))
 	}
-	mkdirs(t, ws+"/d0001/.git", fmt.Sprintf("%s/d%04d/.git", ws, RepoWalkDirs+5))
+	testenv.Mkdirs(t, ws+"/d0001/.git", fmt.Sprintf("%s/d%04d/.git", ws, RepoWalkDirs+5))
 	got := FindRepos(ws)
 	if !slices.Equal(got, []string{ws + "/d0001/.git"}) {
 		t.Errorf("FindRepos = %v: want only the repository within the count", got)
@@ -139,14 +108,14 @@ func TestFindReposCount(t *testing.T) {
 // repository with submodules' and dependencies' trees.
 func BenchmarkFindRepos(b *testing.B) {
 	ws, _ := filepath.EvalSymlinks(b.TempDir())
-	mkdirs(b, ws+"/.git/hooks", ws+"/.git/objects", ws+"/.git/refs/heads", ws+"/node_modules/a/b")
+	testenv.Mkdirs(b, ws+"/.git/hooks", ws+"/.git/objects", ws+"/.git/refs/heads", ws+"/node_modules/a/b")
 	for i := 0; i < 20; i++ {
 		for j := 0; j < 15; j++ {
-			mkdirs(b, fmt.Sprintf("%s/src/p%02d/m%02d", ws, i, j))
+			testenv.Mkdirs(b, fmt.Sprintf("%s/src/p%02d/m%02d", ws, i, j))
 		}
-		must(b, os.WriteFile(fmt.Sprintf("%s/src/p%02d/file.go", ws, i), nil, 0o644))
+		testenv.Must(b, os.WriteFile(fmt.Sprintf("%s/src/p%02d/file.go", ws, i), nil, 0o644))
 	}
-	mkdirs(b, ws+"/src/p03/m04/.git")
+	testenv.Mkdirs(b, ws+"/src/p03/m04/.git")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if len(FindRepos(ws)) != 2 {

@@ -1,4 +1,7 @@
-package sandbox
+// Package saferead reads the files a session may have planted in a home or
+// a workspace without following a link, blocking on a FIFO or reading
+// without bound.
+package saferead
 
 import (
 	"errors"

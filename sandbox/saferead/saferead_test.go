@@ -1,4 +1,4 @@
-package sandbox
+package saferead
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package sandbox
+package workspace
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cco-dev/cco/internal/safetext"
+	"github.com/cco-dev/cco/sandbox/saferead"
 )
 
 // The post-session audit of a workspace's repositories. At launch it takes
@@ -113,7 +114,7 @@ func hooksIn(dir string, fn func(string, gitFileKind)) {
 
 // gitdirOf is the git directory a .git file names ("" if none).
 func gitdirOf(gitFile string) string {
-	b, err := ReadCapped(gitFile)
+	b, err := saferead.ReadCapped(gitFile)
 	if err != nil {
 		return ""
 	}
@@ -127,7 +128,7 @@ func gitdirOf(gitFile string) string {
 // commonDirOf is the common directory a git directory's commondir names
 // ("" if none).
 func commonDirOf(admin string) string {
-	b, err := ReadCapped(filepath.Join(admin, "commondir"))
+	b, err := saferead.ReadCapped(filepath.Join(admin, "commondir"))
 	if err != nil {
 		return ""
 	}
@@ -208,7 +209,7 @@ func repoWarnings(before repoFiles, repos []string) (out []string) {
 		case c.st.mode&syscall.S_IFMT != syscall.S_IFREG:
 			out = append(out, p+": made in this session, and not a regular file; git reads it")
 		case c.kind == kindRedirect:
-			b, _ := ReadCapped(c.path)
+			b, _ := saferead.ReadCapped(c.path)
 			out = append(out, fmt.Sprintf("%s: created or changed in this session; it points git at %s", p, safetext.Escape(strings.TrimSpace(firstLine(b)))))
 		default:
 			keys, err := l.runKeys(c.path)
@@ -254,7 +255,7 @@ func hooksPathOf(config, key string) string {
 	return ""
 }
 
-// gitLister runs the host's git on one config file at a time, in gitEnv
+// gitLister runs the host's git on one config file at a time, in GitEnv
 // (no system or global file), so that only that file and what it includes
 // is read, and within the audit's time budget.
 type gitLister struct {
@@ -292,7 +293,7 @@ func (l *gitLister) runKeys(file string) ([]string, error) {
 	// Run from /, where no repository is found: only the file and its
 	// includes are read.
 	c.Dir = "/"
-	c.Env = gitEnv
+	c.Env = GitEnv
 	var stdout cappedBuffer
 	var stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
@@ -302,7 +303,7 @@ func (l *gitLister) runKeys(file string) ([]string, error) {
 		return nil, fmt.Errorf("git took longer than %v: it may include a FIFO or a device", min(left, gitListTimeout))
 	}
 	if stdout.over {
-		return nil, fmt.Errorf("git listed more than %d bytes", MaxStateFile)
+		return nil, fmt.Errorf("git listed more than %d bytes", saferead.MaxStateFile)
 	}
 	if err != nil {
 		msg := strings.TrimSpace(firstLine(stderr.Bytes()))
@@ -321,14 +322,14 @@ func (l *gitLister) runKeys(file string) ([]string, error) {
 	return out, nil
 }
 
-// cappedBuffer keeps at most MaxStateFile bytes; more marks it over.
+// cappedBuffer keeps at most saferead.MaxStateFile bytes; more marks it over.
 type cappedBuffer struct {
 	bytes.Buffer
 	over bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > MaxStateFile {
+	if b.Len()+len(p) > saferead.MaxStateFile {
 		b.over = true
 		return 0, errors.New("too much output")
 	}
@@ -372,9 +373,13 @@ type protectedStamp struct {
 	dev, ino uint64
 }
 
-// stampProtected records the inode of each protected path that exists.
-func stampProtected(paths []string) []protectedStamp {
-	var out []protectedStamp
+// Protected are the inodes of the protected paths at the session's start.
+type Protected []protectedStamp
+
+// StampProtected records the inode of each protected path that exists
+// (the placeholders exist by now).
+func StampProtected(paths []string) Protected {
+	var out Protected
 	for _, p := range paths {
 		if st, ok := stampOf(p); ok {
 			out = append(out, protectedStamp{p, st.dev, st.ino})
@@ -386,9 +391,9 @@ func stampProtected(paths []string) []protectedStamp {
 // Tampered lists each protected path that no longer names the inode it
 // named when the session started, or is gone: something replaced,
 // renamed or removed what the jail protected.
-func (s *Session) Tampered() []string {
+func (ps Protected) Tampered() []string {
 	var out []string
-	for _, p := range s.protected {
+	for _, p := range ps {
 		if st, ok := stampOf(p.path); !ok || st.dev != p.dev || st.ino != p.ino {
 			out = append(out, safetext.Escape(p.path))
 		}
@@ -396,12 +401,32 @@ func (s *Session) Tampered() []string {
 	return out
 }
 
-// WatchRepos snapshots, at launch, the git files of the repositories
-// FindRepos found in the workspace ws, for the audit after the session.
-func (s *Session) WatchRepos(ws string, repos []string) {
-	s.ws = ws
-	s.repos = snapshotRepos(repos)
-	if ws != "" {
-		s.sourced = snapshotSourced(sourcedDirs(ws, repos))
+// Snapshot is what the audit compares after the session: the git files of
+// the workspace's repositories and the files host tools source, at launch.
+type Snapshot struct {
+	ws      string
+	repos   repoFiles
+	sourced map[string]fileStamp
+}
+
+// Take snapshots, at launch, the git files of the repositories FindRepos
+// found in the workspace ws, and its sourced files. ws is "" for a launch
+// with no workspace: there is nothing to audit then.
+func Take(ws string, repos []string) *Snapshot {
+	if ws == "" {
+		return nil
 	}
+	return &Snapshot{ws: ws, repos: snapshotRepos(repos), sourced: snapshotSourced(sourcedDirs(ws, repos))}
+}
+
+// Warnings walks the workspace again after the session and lists, one line
+// each, what git would run from a config, hook or redirect created or
+// changed in its repositories (repoWarnings), and the sourced files made or
+// changed (sourcedWarnings).
+func (s *Snapshot) Warnings() []string {
+	if s == nil {
+		return nil
+	}
+	repos := FindRepos(s.ws)
+	return append(repoWarnings(s.repos, repos), sourcedWarnings(s.sourced, sourcedDirs(s.ws, repos))...)
 }

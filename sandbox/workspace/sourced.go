@@ -1,4 +1,4 @@
-package sandbox
+package workspace
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ var sourcedPrefixes = []string{".envrc.", ".env."}
 func sourcedDirs(ws string, repos []string) []string {
 	out := []string{ws}
 	for _, r := range repos {
-		if d := filepath.Dir(r); within(d, ws) && !slices.Contains(out, d) {
+		if d := filepath.Dir(r); Within(d, ws) && !slices.Contains(out, d) {
 			out = append(out, d)
 		}
 	}

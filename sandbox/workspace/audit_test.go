@@ -1,4 +1,4 @@
-package sandbox
+package workspace
 
 import (
 	"os"
@@ -7,13 +7,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-func writeFile(t *testing.T, p, s string) {
-	t.Helper()
-	must(t, os.MkdirAll(filepath.Dir(p), 0o755))
-	must(t, os.WriteFile(p, []byte(s), 0o755))
-}
+	"github.com/cco-dev/cco/internal/testenv"
+)
 
 // TestRepoAudit: after a session, each git config, hook or redirect made
 // or changed in any repository of the workspace is reported once, with the
@@ -21,18 +17,18 @@ func writeFile(t *testing.T, p, s string) {
 func TestRepoAudit(t *testing.T) {
 	base, _ := filepath.EvalSymlinks(t.TempDir())
 	ws := base + "/ws"
-	mkdirs(t, ws)
-	git(t, ws, "init", "-q")
-	writeFile(t, ws+"/same/.git/config", "[core]\n\tfsmonitor = /was/there\n")
-	writeFile(t, ws+"/f/.git", "gitdir: ../.git\n")
+	testenv.Mkdirs(t, ws)
+	testenv.Git(t, ws, "init", "-q")
+	testenv.WriteFile(t, ws+"/same/.git/config", "[core]\n\tfsmonitor = /was/there\n")
+	testenv.WriteFile(t, ws+"/f/.git", "gitdir: ../.git\n")
 	before := snapshotRepos(FindRepos(ws))
 
 	// The session: the top repository's config gains keys in every form
 	// git accepts, some through an include; hooks, a nested repository
 	// with its own hooksPath, a redirected .git file.
 	cfg, err := os.ReadFile(ws + "/.git/config")
-	must(t, err)
-	writeFile(t, ws+"/.git/config", string(cfg)+`[core]
+	testenv.Must(t, err)
+	testenv.WriteFile(t, ws+"/.git/config", string(cfg)+`[core]
 	fsmonitor = /evil/fsmonitor
 	sshCommand = /evil/ssh
 	editor = /evil/editor
@@ -59,13 +55,13 @@ func TestRepoAudit(t *testing.T) {
 [user]
 	name = Somebody
 `)
-	writeFile(t, ws+"/.git/extra", "[gpg] program = /evil/gpg\n[core] pager = /evil/core-pager\n")
-	writeFile(t, ws+"/.git/hooks/post-checkout", "#!/bin/sh\n")
-	writeFile(t, ws+"/.git/hooks/pre-push.sample", "#!/bin/sh\n")
-	writeFile(t, ws+"/sub/.git/config", "[core]\n\thooksPath = myhooks\n")
-	writeFile(t, ws+"/sub/myhooks/pre-commit", "#!/bin/sh\n")
-	writeFile(t, ws+"/plain/.git/config", "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.org/x\n")
-	must(t, os.WriteFile(ws+"/f/.git", []byte("gitdir: /elsewhere\n"), 0o644))
+	testenv.WriteFile(t, ws+"/.git/extra", "[gpg] program = /evil/gpg\n[core] pager = /evil/core-pager\n")
+	testenv.WriteFile(t, ws+"/.git/hooks/post-checkout", "#!/bin/sh\n")
+	testenv.WriteFile(t, ws+"/.git/hooks/pre-push.sample", "#!/bin/sh\n")
+	testenv.WriteFile(t, ws+"/sub/.git/config", "[core]\n\thooksPath = myhooks\n")
+	testenv.WriteFile(t, ws+"/sub/myhooks/pre-commit", "#!/bin/sh\n")
+	testenv.WriteFile(t, ws+"/plain/.git/config", "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.org/x\n")
+	testenv.Must(t, os.WriteFile(ws+"/f/.git", []byte("gitdir: /elsewhere\n"), 0o644))
 
 	got := repoWarnings(before, FindRepos(ws))
 	all := strings.Join(got, "\n")
@@ -119,17 +115,17 @@ func TestRepoAudit(t *testing.T) {
 func TestRepoAuditPlantedFiles(t *testing.T) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	before := snapshotRepos(FindRepos(ws))
-	mkdirs(t, ws+"/a/.git", ws+"/b/.git", ws+"/c/.git/hooks")
-	must(t, syscall.Mkfifo(ws+"/a/.git/config", 0o644))
-	must(t, os.Symlink("/dev/zero", ws+"/b/.git/config"))
-	must(t, syscall.Mkfifo(ws+"/c/.git/fifo", 0o644))
-	writeFile(t, ws+"/c/.git/config", "[include]\n\tpath = fifo\n")
+	testenv.Mkdirs(t, ws+"/a/.git", ws+"/b/.git", ws+"/c/.git/hooks")
+	testenv.Must(t, syscall.Mkfifo(ws+"/a/.git/config", 0o644))
+	testenv.Must(t, os.Symlink("/dev/zero", ws+"/b/.git/config"))
+	testenv.Must(t, syscall.Mkfifo(ws+"/c/.git/fifo", 0o644))
+	testenv.WriteFile(t, ws+"/c/.git/config", "[include]\n\tpath = fifo\n")
 	for i := 0; i < maxRepoWarnings+5; i++ {
-		writeFile(t, ws+"/c/.git/hooks/h"+strings.Repeat("x", i), "")
+		testenv.WriteFile(t, ws+"/c/.git/hooks/h"+strings.Repeat("x", i), "")
 	}
 	var got []string
 	start := time.Now()
-	within5s(t, "the audit", func() { got = repoWarnings(before, FindRepos(ws)) })
+	testenv.Within5s(t, "the audit", func() { got = repoWarnings(before, FindRepos(ws)) })
 	t.Logf("audit took %v", time.Since(start))
 	all := strings.Join(got, "\n")
 	for _, want := range []string{ws + "/a/.git/config: made in this session, and not a regular file",
@@ -159,65 +155,5 @@ func TestGitRunKey(t *testing.T) {
 		if got := gitRunKey(c.key, c.value); got != c.want {
 			t.Errorf("gitRunKey(%q, %q) = %v, want %v", c.key, c.value, got, c.want)
 		}
-	}
-}
-
-// TestTampered: each protected path that names another inode after the
-// session, or is gone, is listed; the others are not.
-func TestTampered(t *testing.T) {
-	base, _ := filepath.EvalSymlinks(t.TempDir())
-	home, ws := base+"/home", base+"/ws"
-	mkdirs(t, home, ws+"/.git/hooks", ws+"/.claude")
-	for _, p := range []string{ws + "/.git/config", ws + "/.claude/settings.json"} {
-		writeFile(t, p, "{}")
-	}
-	pr := &Prep{
-		Placeholders: []Placeholder{{Path: ws + "/.git/config.worktree"}},
-		Protected: []string{ws + "/.git", ws + "/.git/config", ws + "/.git/hooks", ws + "/.claude/settings.json",
-			ws + "/.git/config.worktree"},
-	}
-	s, err := Prepare(home, "", pr)
-	must(t, err)
-	defer s.Finish()
-	if got := s.Tampered(); len(got) != 0 {
-		t.Fatalf("nothing changed, yet Tampered() = %v", got)
-	}
-	// Written in place: the same inode. Replaced, removed: not.
-	must(t, os.WriteFile(ws+"/.claude/settings.json", []byte(`{"x":1}`), 0o644))
-	must(t, os.Rename(ws+"/.git/config", ws+"/moved"))
-	writeFile(t, ws+"/.git/config", "[core]\n")
-	must(t, os.Remove(ws+"/.git/hooks"))
-	must(t, os.Remove(ws+"/.git/config.worktree"))
-	got := strings.Join(s.Tampered(), "\n")
-	want := strings.Join([]string{ws + "/.git/config", ws + "/.git/hooks", ws + "/.git/config.worktree"}, "\n")
-	if got != want {
-		t.Errorf("Tampered() =\n%s\nwant\n%s", got, want)
-	}
-}
-
-// TestSourcedFilesWarned: after the session, each file that a host tool
-// reads on its own (direnv's .envrc and its .envrc.local, npm's .npmrc,
-// VS Code's tasks) and that the session created or changed gets a warning,
-// in the workspace and in a nested repository; one left alone does not.
-func TestSourcedFilesWarned(t *testing.T) {
-	f := newFixture(t)
-	nested := f.ws + "/lib/dep"
-	must(t, os.MkdirAll(nested+"/.git", 0o755))
-	must(t, os.WriteFile(f.ws+"/.envrc", []byte("source_env_if_exists .envrc.local\n"), 0o644))
-	must(t, os.WriteFile(f.ws+"/.npmrc", []byte("fund=false\n"), 0o644))
-	s := &Session{}
-	s.WatchRepos(f.ws, FindRepos(f.ws))
-	must(t, os.WriteFile(f.ws+"/.envrc.local", []byte("evil\n"), 0o644))
-	must(t, os.WriteFile(f.ws+"/.npmrc", []byte("node-options=--require /tmp/evil.js\n"), 0o644))
-	must(t, os.MkdirAll(nested+"/.vscode", 0o755))
-	must(t, os.WriteFile(nested+"/.vscode/tasks.json", []byte("{}"), 0o644))
-	got := strings.Join(s.Added(), "\n")
-	for _, want := range []string{f.ws + "/.envrc.local:", f.ws + "/.npmrc:", nested + "/.vscode/tasks.json:"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("no warning for %s in:\n%s", want, got)
-		}
-	}
-	if strings.Contains(got, f.ws+"/.envrc:") {
-		t.Errorf("a warning for the untouched .envrc:\n%s", got)
 	}
 }

@@ -1,4 +1,4 @@
-package sandbox
+package workspace
 
 import (
 	"io/fs"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cco-dev/cco/sandbox/saferead"
 )
 
 // The bound of FindRepos's walk. It runs at every launch (for the
@@ -46,7 +48,7 @@ var repoWalkSkip = map[string]bool{
 // submodule checkouts (the paths .gitmodules names). Each entry is a
 // cleaned absolute path, once, in the walk's order.
 //
-// Every file it reads goes through ReadCapped, and every directory it
+// Every file it reads goes through saferead.ReadCapped, and every directory it
 // lists is opened without following a link: a planted FIFO or link cannot
 // hang or redirect it.
 func FindRepos(ws string) []string {
@@ -171,7 +173,7 @@ func (f *repoFinder) gitLists(gitdir string) {
 		if e.typ != fs.ModeDir {
 			continue
 		}
-		b, err := ReadCapped(filepath.Join(gitdir, "worktrees", e.name, "gitdir"))
+		b, err := saferead.ReadCapped(filepath.Join(gitdir, "worktrees", e.name, "gitdir"))
 		if err != nil {
 			continue
 		}
@@ -204,7 +206,7 @@ func (f *repoFinder) modules(dir string, depth int) {
 // is still covered by its admin directory under .git/modules, which holds
 // its configuration and hooks.
 func (f *repoFinder) submoduleCheckouts(worktree string) {
-	b, err := ReadCapped(filepath.Join(worktree, ".gitmodules"))
+	b, err := saferead.ReadCapped(filepath.Join(worktree, ".gitmodules"))
 	if err != nil {
 		return
 	}
@@ -227,8 +229,16 @@ const moduleNameDepth = 8
 
 // addInside adds an entry that lies in the workspace and exists.
 func (f *repoFinder) addInside(p string, typ fs.FileMode) {
-	if !within(p, f.ws) {
+	if !Within(p, f.ws) {
 		return
 	}
 	f.add(p, typ)
+}
+
+// Within reports whether p is dir or below it.
+func Within(p, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }
