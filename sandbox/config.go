@@ -15,9 +15,9 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/toolchains"
-	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // ConfigPath is the jail's configuration on the target system. It is
@@ -252,7 +252,7 @@ func ParseConfig(data []byte, path string) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	for _, t := range c.homeTrees {
-		if workspace.Within(t, caches.Home) {
+		if paths.Within(t, caches.Home) {
 			return nil, fmt.Errorf("%s: home_read_only entry \"~/%s\" lies in ~/%s, which the jail keeps apart for each agent (fix: remove it from home_read_only)", path, t, caches.Home)
 		}
 	}

@@ -11,10 +11,10 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
-	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // SystemRoot prefixes every system path the shadow reads or runs (vendor
@@ -365,11 +365,11 @@ func pickWorkspace(l *Launch, home string, shared []string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w (fix: correct workspace_root in %s)", err, ConfigPath)
 		}
-		if !workspace.Within(cwd, ws) {
+		if !paths.Within(cwd, ws) {
 			return "", fmt.Errorf("the current directory %s is outside workspace_root %s (fix: cd into %s, or change workspace_root in %s)", cwd, ws, ws, ConfigPath)
 		}
 	}
-	if workspace.Within(home, ws) {
+	if paths.Within(home, ws) {
 		return "", errHomeWorkspace
 	}
 	if err := refuseTree(ws, home, "workspace", shared); err != nil {
@@ -402,7 +402,7 @@ func refuseTree(p, home, what string, shared []string) error {
 	if p == "/" {
 		return fmt.Errorf("refusing the %s /: it would make the whole system writable %s", what, fix)
 	}
-	if workspace.Within(home, p) {
+	if paths.Within(home, p) {
 		return fmt.Errorf("refusing the %s %s: it is the home %s or contains it, and would uncover the home's credentials %s", what, p, home, fix)
 	}
 	trees := append([]string{}, protectedSystem...)
@@ -410,12 +410,12 @@ func refuseTree(p, home, what string, shared []string) error {
 		trees = append(trees, filepath.Join(home, h))
 	}
 	for _, t := range trees {
-		if workspace.Within(p, t) || workspace.Within(t, p) {
+		if paths.Within(p, t) || paths.Within(t, p) {
 			return fmt.Errorf("refusing the %s %s: it is in or contains the protected tree %s %s", what, p, t, fix)
 		}
 	}
 	for _, t := range shared {
-		if workspace.Within(p, t) || workspace.Within(t, p) {
+		if paths.Within(p, t) || paths.Within(t, p) {
 			return fmt.Errorf("refusing the %s %s: it is in or contains %s, a tree shared with other programs and their sockets %s", what, p, t, fix)
 		}
 	}
@@ -448,7 +448,7 @@ func sharedTrees(environ []string) []string {
 
 func under(p string, dirs []string) bool {
 	for _, d := range dirs {
-		if workspace.Within(p, d) && p != d {
+		if paths.Within(p, d) && p != d {
 			return true
 		}
 	}
@@ -469,7 +469,7 @@ func privateDirs(environ []string) []string {
 	}
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok && filepath.IsAbs(v) {
-			if v = filepath.Clean(v); v != "/" && !slices.ContainsFunc(out, func(d string) bool { return workspace.Within(v, d) }) {
+			if v = filepath.Clean(v); v != "/" && !slices.ContainsFunc(out, func(d string) bool { return paths.Within(v, d) }) {
 				out = append(out, v)
 			}
 		}

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/internal/testenv"
-	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 func TestWorkspaceRefusals(t *testing.T) {
@@ -84,7 +84,7 @@ func TestNoWorkspace(t *testing.T) {
 			t.Errorf("cwd %s: notes %q, want one line saying there is no workspace", tc.cwd, pr.Notes)
 		}
 		s.eachBind(func(b *Bind, rw bool) {
-			if rw && !workspace.Within(b.Dst, f.home+"/.claude") && b.Dst != f.home+"/.cache" {
+			if rw && !paths.Within(b.Dst, f.home+"/.claude") && b.Dst != f.home+"/.cache" {
 				t.Errorf("cwd %s: %s is bound read-write", tc.cwd, b.Dst)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/saferead"
 	"github.com/cco-dev/cco/sandbox/workspace"
 )
@@ -155,7 +156,7 @@ func (pl *planner) agentDir(d string, scratch bool) error {
 // names get no such parents: an empty .git would break git init.)
 func (pl *planner) agentParents(p string) error {
 	var missing []string
-	for d := filepath.Dir(p); d != pl.ws && workspace.Within(d, pl.ws); d = filepath.Dir(d) {
+	for d := filepath.Dir(p); d != pl.ws && paths.Within(d, pl.ws); d = filepath.Dir(d) {
 		fi, err := os.Lstat(d)
 		if err == nil {
 			if fi.Mode()&fs.ModeSymlink != 0 {
@@ -272,7 +273,7 @@ func (pl *planner) repo(g string) error {
 		return err
 	}
 	if common != admin {
-		if !workspace.Within(admin, filepath.Join(common, "worktrees")) {
+		if !paths.Within(admin, filepath.Join(common, "worktrees")) {
 			return fmt.Errorf("%s names %s as its common directory, which does not hold it (fix: git worktree repair, or rm %s)", admin, common, g)
 		}
 		if err := pl.gitDir(common, common); err != nil {
@@ -361,7 +362,7 @@ func (pl *planner) gitDir(d, top string) error {
 		return nil
 	}
 	pl.seen["gitdir:"+d] = true
-	if err := refuseTree(d, pl.home, "git directory", pl.shared); err != nil && !workspace.Within(d, pl.ws) {
+	if err := refuseTree(d, pl.home, "git directory", pl.shared); err != nil && !paths.Within(d, pl.ws) {
 		return err
 	}
 	pl.tree(d)

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/hostview"
-	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // A read-only mount does not stop connect(2) on a unix socket: the write
@@ -103,7 +103,7 @@ func socketMasks(s *Spec) []Mask {
 		}
 		holds := false
 		for _, b := range binds {
-			if workspace.Within(b, d) {
+			if paths.Within(b, d) {
 				holds = true
 				break
 			}
@@ -166,7 +166,7 @@ func socketPath(line []byte) string {
 func (s *Spec) hostVisible(p string) bool {
 	best, visible := "/", true
 	consider := func(dst string, v bool) {
-		if workspace.Within(p, dst) && len(dst) >= len(best) {
+		if paths.Within(p, dst) && len(dst) >= len(best) {
 			best, visible = dst, v
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/cco-dev/cco/sandbox/workspace"
+	"github.com/cco-dev/cco/internal/paths"
 )
 
 // Bind is one bind mount: Src on the host at Dst inside the jail. A
@@ -282,7 +282,7 @@ func (s *Spec) argv(d donor) []string {
 			// A mask that holds a system bind turns read-only once the
 			// bind's mount point is made in it; until then it holds no
 			// more than mount points.
-			if slices.ContainsFunc(s.SysBinds, func(b Bind) bool { return workspace.Within(b.Dst, m.Path) }) {
+			if slices.ContainsFunc(s.SysBinds, func(b Bind) bool { return paths.Within(b.Dst, m.Path) }) {
 				a = append(a, "--size", "65536", "--tmpfs", m.Path)
 				later = append(later, m.Path)
 			} else {
@@ -368,12 +368,12 @@ func (s *Spec) splitPrivate() (early, late []string) {
 	for _, p := range s.Private {
 		holds := false
 		for _, t := range targets {
-			if workspace.Within(t, p) {
+			if paths.Within(t, p) {
 				holds = true
 				break
 			}
 		}
-		if holds && !workspace.Within(p, "/dev") && !workspace.Within(p, "/proc") {
+		if holds && !paths.Within(p, "/dev") && !paths.Within(p, "/proc") {
 			early = append(early, p)
 		} else {
 			late = append(late, p)

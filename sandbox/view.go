@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/hostview"
 	"github.com/cco-dev/cco/sandbox/saferead"
-	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
 // What of the host the jail does not show beyond the home: the host's
@@ -61,7 +61,7 @@ func (pl *planner) hidden(hide []string) error {
 	binds := pl.bindTargets()
 	holds := func(p string) string {
 		for _, b := range binds {
-			if workspace.Within(b, p) {
+			if paths.Within(b, p) {
 				return b
 			}
 		}
@@ -113,7 +113,7 @@ func privateParent(d string) bool {
 		return false
 	}
 	for _, t := range protectedSystem {
-		if workspace.Within(t, d) || workspace.Within(d, t) {
+		if paths.Within(t, d) || paths.Within(d, t) {
 			return false
 		}
 	}

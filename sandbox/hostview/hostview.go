@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cco-dev/cco/internal/paths"
 )
 
 // SysView is what the jail does to /sys: empty read-only directories over
@@ -126,15 +128,10 @@ func OtherHomes(passwd, selfHome string) []string {
 			continue
 		}
 		h := filepath.Clean(f[5])
-		if !filepath.IsAbs(h) || h == "/" || h == selfHome || within(selfHome, h) || slices.Contains(out, h) {
+		if !filepath.IsAbs(h) || h == "/" || h == selfHome || paths.Within(selfHome, h) || slices.Contains(out, h) {
 			continue
 		}
 		out = append(out, h)
 	}
 	return out
-}
-
-// within reports whether p is dir or lies below it.
-func within(p, dir string) bool {
-	return dir == "/" || p == dir || strings.HasPrefix(p, dir+"/")
 }

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/cco-dev/cco/internal/paths"
 )
 
 // Default is home_read_only's shipped value: the well-known toolchain trees,
@@ -80,18 +82,13 @@ func Parse(entries, protected []string) ([]Entry, error) {
 			return nil, fmt.Errorf("home_read_only entry %q is not a path below the home (fix: name a tree in it, such as ~/.rustup)", e)
 		}
 		for _, p := range protected {
-			if within(clean, p) || within(p, clean) {
+			if paths.Within(clean, p) || paths.Within(p, clean) {
 				return nil, fmt.Errorf("home_read_only entry %q is, contains or lies in ~/%s, which holds credentials or cco's own state (fix: remove it from home_read_only, or name a tree beside ~/%s)", e, p, p)
 			}
 		}
 		out = append(out, clean)
 	}
 	return out, nil
-}
-
-// within reports whether p is dir or lies below it (both relative).
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // Masks are the credential paths (home-relative) that can lie in the

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/saferead"
 )
 
@@ -229,16 +230,8 @@ const moduleNameDepth = 8
 
 // addInside adds an entry that lies in the workspace and exists.
 func (f *repoFinder) addInside(p string, typ fs.FileMode) {
-	if !Within(p, f.ws) {
+	if !paths.Within(p, f.ws) {
 		return
 	}
 	f.add(p, typ)
-}
-
-// Within reports whether p is dir or below it.
-func Within(p, dir string) bool {
-	if dir == "/" {
-		return true
-	}
-	return p == dir || strings.HasPrefix(p, dir+"/")
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/internal/testenv"
 )
 
@@ -62,7 +63,7 @@ func TestFindRepos(t *testing.T) {
 		}
 	}
 	for _, g := range got {
-		if !Within(g, ws) {
+		if !paths.Within(g, ws) {
 			t.Errorf("FindRepos lists %s, outside the workspace", g)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/internal/safetext"
 )
 
@@ -35,7 +36,7 @@ var sourcedPrefixes = []string{".envrc.", ".env."}
 func sourcedDirs(ws string, repos []string) []string {
 	out := []string{ws}
 	for _, r := range repos {
-		if d := filepath.Dir(r); Within(d, ws) && !slices.Contains(out, d) {
+		if d := filepath.Dir(r); paths.Within(d, ws) && !slices.Contains(out, d) {
 			out = append(out, d)
 		}
 	}
