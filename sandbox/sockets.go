@@ -70,7 +70,9 @@ func socketMasks(s *Spec) []Mask {
 	// socket masked on its own is looked at (lstat) one by one.
 	byDir := map[string][]string{}
 	for _, p := range socks {
-		d := filepath.Dir(p)
+		// The paths are clean: the directory is what precedes the last
+		// "/" (filepath.Dir would clean each again).
+		d := p[:max(strings.LastIndexByte(p, '/'), 1)]
 		byDir[d] = append(byDir[d], p)
 	}
 	var out []Mask

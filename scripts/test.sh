@@ -74,6 +74,7 @@ fuzz ./sandbox/appserver/ FuzzArgs 200000x
 fuzz ./rcfile/ FuzzFind 200000x
 fuzz ./internal/safetext/ FuzzEscape 200000x
 fuzz ./internal/safetext/ FuzzJSON 100000x
+fuzz ./sandbox/hostview/ FuzzClean 100000x
 
 # --- shipping: packages, repositories, vm-tests, the Ansible collection (packaging/, vm-tests/, ansible/, examples/) ---
 # The vm-tests start a fresh Debian root (built once by mmdebstrap and cached

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"path/filepath"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,25 +56,30 @@ func UnixSocketPaths() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			switch m.Header.Type {
+		// The messages are walked in place: a host with thousands of
+		// sockets sends as many, and a copy or an allocation each was
+		// most of the dump's cost.
+		for b := buf[:n]; len(b) >= unix.NLMSG_HDRLEN; {
+			l := int(binary.NativeEndian.Uint32(b[0:]))
+			if l < unix.NLMSG_HDRLEN || l > len(b) {
+				return nil, unix.EINVAL
+			}
+			data := b[unix.NLMSG_HDRLEN:l]
+			switch binary.NativeEndian.Uint16(b[4:]) {
 			case unix.NLMSG_DONE:
 				return out, nil
 			case unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if e := int32(binary.NativeEndian.Uint32(m.Data)); e != 0 {
+				if len(data) >= 4 {
+					if e := int32(binary.NativeEndian.Uint32(data)); e != 0 {
 						return nil, unix.Errno(-e)
 					}
 				}
 				return out, nil
 			}
-			if p := socketName(m.Data); p != "" {
+			if p := socketName(data); p != "" {
 				out = append(out, p)
 			}
+			b = b[min((l+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1), len(b)):]
 		}
 	}
 }
@@ -102,6 +106,9 @@ func socketName(d []byte) string {
 					break
 				}
 			}
+			if clean(name) {
+				return string(name)
+			}
 			return filepath.Clean(string(name))
 		}
 		a = a[(l+unix.RTA_ALIGNTO-1)&^(unix.RTA_ALIGNTO-1):]
@@ -110,4 +117,26 @@ func socketName(d []byte) string {
 		}
 	}
 	return ""
+}
+
+// clean reports whether an absolute name is already what filepath.Clean
+// would make of it (no "//", "/./", "/../" nor trailing "/"), the common
+// case, so that most names are not cleaned again.
+func clean(name []byte) bool {
+	if len(name) > 1 && name[len(name)-1] == '/' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] != '/' {
+			continue
+		}
+		rest := name[i+1:]
+		if len(rest) > 0 && rest[0] == '/' {
+			return false
+		}
+		if len(rest) > 0 && rest[0] == '.' && (len(rest) == 1 || rest[1] == '/' || rest[1] == '.' && (len(rest) == 2 || rest[2] == '/')) {
+			return false
+		}
+	}
+	return true
 }

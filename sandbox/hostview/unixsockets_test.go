@@ -62,3 +62,19 @@ func BenchmarkUnixSocketPaths(b *testing.B) {
 		}
 	})
 }
+
+// FuzzClean: clean says a name needs no cleaning exactly when
+// filepath.Clean leaves it as it is.
+func FuzzClean(f *testing.F) {
+	for _, s := range []string{"/", "/a", "/a/", "//a", "/a/./b", "/a/../b", "/a/.b", "/a/..b", "/.", "/..", "/a/b."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) == 0 || s[0] != '/' {
+			return
+		}
+		if got, want := clean([]byte(s)), filepath.Clean(s) == s; got != want {
+			t.Errorf("clean(%q) = %v, filepath.Clean gives %q", s, got, filepath.Clean(s))
+		}
+	})
+}
