@@ -170,7 +170,19 @@ func (f *fixture) plan(t *testing.T, name string, uid int, cfg *Config, env []st
 		t.Fatal(err)
 	}
 	s.SeccompFD, s.StatusFD, s.DataFD = 3, 4, 6
+	makeDirPlaceholders(t, pr)
 	return s, pr, &argvCheck{t: t, argv: resolvedArgv(t, s)}
+}
+
+// makeDirPlaceholders makes the directories Prepare would make before the
+// bind sources are opened: a placeholder may be a tree bound onto itself.
+func makeDirPlaceholders(t testing.TB, pr *Prep) {
+	t.Helper()
+	for _, ph := range pr.Placeholders {
+		if ph.Dir {
+			testenv.Must(t, os.MkdirAll(ph.Path, 0o700))
+		}
+	}
 }
 
 // resolvedArgv is Argv with each bind source opened as the launcher opens

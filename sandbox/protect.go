@@ -147,41 +147,42 @@ func (pl *planner) agentDir(d string, scratch bool) error {
 	return pl.readOnly(d, guarded{dir: true})
 }
 
-// agentParents gives the missing directories between the workspace and an
-// agent's nested name (.github for .github/hooks) placeholders, so that the
-// name gets its read-only stand-in even where its parent does not exist
-// yet: a session could otherwise create both. They are plain directories
-// the session may use (.github/workflows); one left empty is removed after
-// it. A link on the way is refused, as at the name itself. (Git's own
-// names get no such parents: an empty .git would break git init.)
+// agentParents pins the directories between the workspace and an agent's
+// nested name (.github for .github/hooks): each becomes a mount point bound
+// onto itself, which a session can neither rename aside nor remove to make
+// a fresh one, with its own hooks, in its place. A missing one is made for
+// the session (a placeholder the session may use, removed after it when
+// left empty), so that the name gets its read-only stand-in there too. A
+// link on the way is refused, as at the name itself. An agent's own
+// directory (.claude) is planned already. (Git's own names get no such
+// parents: an empty .git would break git init.)
 func (pl *planner) agentParents(p string) error {
-	var missing []string
+	var ds []string
 	for d := filepath.Dir(p); d != pl.ws && paths.Within(d, pl.ws); d = filepath.Dir(d) {
-		fi, err := os.Lstat(d)
-		if err == nil {
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				return refuseLink(d)
-			}
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) || pl.seen[d] {
-			// Unreadable, or an agent's directory planned already (an
-			// empty read-only one holds nothing to protect).
-			return nil
-		}
-		missing = append(missing, d)
+		ds = append(ds, d)
 	}
-	if len(missing) == 0 || !pl.writable(p) {
-		return nil
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		d := missing[i]
-		if pl.seen["parent:"+d] {
+	for i := len(ds) - 1; i >= 0; i-- {
+		d := ds[i]
+		if pl.seen[d] {
 			continue
 		}
-		pl.seen["parent:"+d] = true
-		pl.pr.Placeholders = append(pl.pr.Placeholders, Placeholder{Path: d, Dir: true})
-		pl.willExist = append(pl.willExist, d)
+		fi, err := os.Lstat(d)
+		switch {
+		case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+			return refuseLink(d)
+		case err == nil && fi.IsDir():
+			pl.tree(d)
+		case err == nil:
+			return fmt.Errorf("%s is not a directory, and an agent reads its settings below it (fix: rm %s)", d, d)
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("checking %s: %w", d, err)
+		case !pl.writable(d):
+			return nil
+		default:
+			pl.pr.Placeholders = append(pl.pr.Placeholders, Placeholder{Path: d, Dir: true})
+			pl.willExist = append(pl.willExist, d)
+			pl.tree(d)
+		}
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ func planIn(t *testing.T, f *fixture, cwd string) (*Spec, *Prep, *argvCheck) {
 		t.Fatal(err)
 	}
 	s.DataFD = 6
+	makeDirPlaceholders(t, pr)
 	return s, pr, &argvCheck{t: t, argv: resolvedArgv(t, s)}
 }
 
@@ -199,7 +200,8 @@ func TestDropVanishedSockets(t *testing.T) {
 
 // TestNestedAgentNameWithoutItsParent: a workspace without .github still
 // gets Copilot's .github/hooks protected: .github is a placeholder the
-// session may use, hooks a read-only stand-in in it.
+// session may use, pinned (bound onto itself) so that it cannot be renamed
+// aside, and hooks a read-only stand-in in it.
 func TestNestedAgentNameWithoutItsParent(t *testing.T) {
 	f := newFixture(t)
 	testenv.Must(t, os.RemoveAll(f.ws+"/.github"))
@@ -207,6 +209,6 @@ func TestNestedAgentNameWithoutItsParent(t *testing.T) {
 	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.ws + "/.github", Dir: true}) {
 		t.Errorf("placeholders %v lack .github", pr.Placeholders)
 	}
-	c.has("--tmpfs", f.ws+"/.github/hooks", "--remount-ro", f.ws+"/.github/hooks")
+	c.order(m("--bind", f.ws+"/.github", f.ws+"/.github"), m("--tmpfs", f.ws+"/.github/hooks", "--remount-ro", f.ws+"/.github/hooks"))
 	c.lacks("--tmpfs", f.ws+"/.github", "--remount-ro", f.ws+"/.github")
 }

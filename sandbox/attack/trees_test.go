@@ -3,6 +3,7 @@ package attack
 import (
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -209,14 +210,26 @@ func TestProtectedTrees(t *testing.T) {
 
 // plantProjectConfig are the steps that rename each agent directory of
 // the profiles' WorkspaceReadOnly aside and plant a hook-carrying file in a
-// new one, and write or replace each such file at the workspace's top.
+// new one, rename the directory around a nested one (.github for
+// .github/hooks) aside and plant a fresh one, and write or replace each
+// such file at the workspace's top.
 func (w *world) plantProjectConfig() []step {
 	var out []step
+	around := map[string]bool{}
 	for _, rel := range agent.WorkspaceReadOnly() {
 		if strings.HasPrefix(rel, ".claude/") || strings.HasPrefix(rel, ".codex/") || strings.HasPrefix(rel, ".gemini/") {
 			continue // their own classes
 		}
 		payload := shq(w.claudeHooks("project-" + strings.NewReplacer("/", "-", ".", "").Replace(rel)))
+		if top, _, nested := strings.Cut(strings.TrimSuffix(rel, "/"), "/"); nested && !slices.Contains(agent.WorkspaceDirs(), top) && !around[top] {
+			around[top] = true
+			target := strings.TrimSuffix(rel, "/")
+			if strings.HasSuffix(rel, "/") {
+				target += "/cco-planted.json"
+			}
+			out = append(out, step{"rename " + top + " around " + rel,
+				"mv " + top + " " + top + "-around && mkdir -p " + path.Dir(target) + " && printf '%s' " + payload + " > " + target + " && echo DONE"})
+		}
 		if d, ok := strings.CutSuffix(rel, "/"); ok {
 			out = append(out,
 				step{"rename " + d, "mv " + d + " " + d + "-aside && echo DONE"},
