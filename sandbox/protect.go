@@ -125,17 +125,8 @@ func standIn(rel string) string {
 // agent that writes there at start (scratch), an empty in-memory one that
 // is gone with the session.
 func (pl *planner) agentDir(d string, scratch bool) error {
-	fi, err := os.Lstat(d)
-	switch {
-	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return refuseLink(d)
-	case err == nil && fi.IsDir():
-		pl.tree(d)
-		return nil
-	case err == nil:
-		return fmt.Errorf("%s is not a directory, and an agent reads its settings from it (fix: rm %s)", d, d)
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("checking %s: %w", d, err)
+	if missing, err := pl.pinDir(d); err != nil || !missing {
+		return err
 	}
 	if scratch && pl.writable(d) && !pl.seen[d] {
 		pl.seen[d] = true
@@ -145,6 +136,25 @@ func (pl *planner) agentDir(d string, scratch bool) error {
 		return nil
 	}
 	return pl.readOnly(d, guarded{dir: true})
+}
+
+// pinDir makes an existing directory d a mount point (bound onto itself),
+// refusing a link or a file there; missing tells that d does not exist.
+func (pl *planner) pinDir(d string) (missing bool, err error) {
+	fi, err := os.Lstat(d)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return false, refuseLink(d)
+	case err == nil && fi.IsDir():
+		pl.tree(d)
+		return false, nil
+	case err == nil:
+		return false, fmt.Errorf("%s is not a directory, and an agent reads its settings in it (fix: rm %s)", d, d)
+	case errors.Is(err, fs.ErrNotExist):
+		return true, nil
+	default:
+		return false, fmt.Errorf("checking %s: %w", d, err)
+	}
 }
 
 // agentParents pins the directories between the workspace and an agent's
@@ -166,16 +176,11 @@ func (pl *planner) agentParents(p string) error {
 		if pl.seen[d] {
 			continue
 		}
-		fi, err := os.Lstat(d)
+		missing, err := pl.pinDir(d)
 		switch {
-		case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-			return refuseLink(d)
-		case err == nil && fi.IsDir():
-			pl.tree(d)
-		case err == nil:
-			return fmt.Errorf("%s is not a directory, and an agent reads its settings below it (fix: rm %s)", d, d)
-		case !errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("checking %s: %w", d, err)
+		case err != nil:
+			return err
+		case !missing:
 		case !pl.writable(d):
 			return nil
 		default:
