@@ -225,3 +225,31 @@ func TestRealCodexThroughTheShadow(t *testing.T) {
 		})
 	}
 }
+
+// TestRealClaudeInTheHome: the real Claude Code's --version and --help
+// through the shadow from the home directory, where an SSH login lands, as
+// uid 65534 and as root: the launch starts with no workspace (one line says
+// so) and prints what the unwrapped binary prints, not a refusal.
+func TestRealClaudeInTheHome(t *testing.T) {
+	realagents.Require(t)
+	pkg := filepath.Join(realagents.Dir(t, realagents.Claude), filepath.Dir(realagents.ClaudeBinary))
+	root := realAgentRoot(t, "claude", pkg, "egress = \"off\"\n")
+	for _, u := range []runAs{asNobody, asRoot} {
+		t.Run(u.name, func(t *testing.T) {
+			w := newWorld(t, u)
+			for _, args := range [][]string{{"--version"}, {"--help"}} {
+				r := runCmd(t, w.cmd(root, "claude", w.home, args...))
+				want := realagents.Claude.Version + " (Claude Code)"
+				if args[0] == "--help" {
+					want = "Usage: claude"
+				}
+				if r.code != 0 || !strings.Contains(r.stdout, want) {
+					t.Errorf("claude %s in the home: exit %d, want %q in\n%s\n%s", args[0], r.code, want, r.stdout, r.stderr)
+				}
+				if !strings.Contains(r.stderr, "no workspace") {
+					t.Errorf("claude %s in the home: no line says it starts with no workspace:\n%s", args[0], r.stderr)
+				}
+			}
+		})
+	}
+}
