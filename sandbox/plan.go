@@ -187,6 +187,12 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		return nil, nil, err
 	}
 	pl.cachePlaces(p.Name, l.Config.Caches, tools)
+	apart := homeTreesApart(home, tools)
+	if ws != "" {
+		if err := refuseOverHomeTrees(ws, "workspace", apart); err != nil {
+			return nil, nil, err
+		}
+	}
 	s.HomeReadOnly = append(s.HomeReadOnly, Bind{Dst: filepath.Join(home, ".gitconfig"), Data: Gitconfig(home, l.Config.Forge)})
 	vendor := SystemRoot + p.Binary
 	if hb := filepath.Join(home, p.HomeBinary); p.HomeBinary != "" {
@@ -216,6 +222,9 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	for _, w := range l.Config.AllowWrite {
 		w = filepath.Clean(w)
 		if err := refuseTree(w, home, "allow_write entry", shared); err != nil {
+			return nil, nil, err
+		}
+		if err := refuseOverHomeTrees(w, "allow_write entry", apart); err != nil {
 			return nil, nil, err
 		}
 		s.Writable = append(s.Writable, Bind{Src: w, Dst: w, Try: true})
@@ -422,6 +431,36 @@ func refuseTree(p, home, what string, shared []string) error {
 	for _, t := range sharedTops {
 		if p == t {
 			return fmt.Errorf("refusing the %s %s: it is the top of a tree shared between projects (a project below it is fine) %s", what, p, fix)
+		}
+	}
+	return nil
+}
+
+// homeTreesApart are the home's trees the jail shows other than the host
+// has them: the toolchain trees it binds read-only, and ~/.cache and each
+// dependency cache's default place, which are the agent's own tree in the
+// jail and the user's own on the host.
+func homeTreesApart(home string, toolchains []string) []string {
+	out := append([]string{filepath.Join(home, caches.Home)}, toolchains...)
+	for _, c := range caches.Places {
+		out = append(out, filepath.Join(home, c.Jail))
+	}
+	return out
+}
+
+// refuseOverHomeTrees refuses a read-write path (the workspace, an
+// allow_write entry) that is, holds or lies in one of homeTreesApart: bound
+// read-write after them, it would make a toolchain writable, or hand the
+// session the host's own cache (~/go/pkg/mod), whose modules the user's go
+// build compiles.
+func refuseOverHomeTrees(p, what string, apart []string) error {
+	fix := "(fix: cd into a project directory, or set workspace_root in " + ConfigPath + ")"
+	if what == "allow_write entry" {
+		fix = "(fix: remove it from allow_write in " + ConfigPath + ")"
+	}
+	for _, t := range apart {
+		if paths.Within(p, t) || paths.Within(t, p) {
+			return fmt.Errorf("refusing the %s %s: it is in or holds %s, which the jail shows read-only or as the agent's own cache, never the host's to write %s", what, p, t, fix)
 		}
 	}
 	return nil

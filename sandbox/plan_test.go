@@ -123,3 +123,40 @@ func TestAllowedEnv(t *testing.T) {
 		t.Errorf("allowedEnv = %q, want %q", got, want)
 	}
 }
+
+// TestWorkspaceOverHomeTrees: a workspace or an allow_write entry that is,
+// holds or lies in a toolchain tree the jail binds read-only, ~/.cache or
+// a dependency cache's place is refused, naming the tree: bound read-write
+// after them, it would make the toolchain writable (~/.nvm), or hand the
+// session the host's own module cache (~/go/pkg/mod). A project below
+// ~/go is a workspace.
+func TestWorkspaceOverHomeTrees(t *testing.T) {
+	f := newFixture(t)
+	p, _ := agent.Lookup("claude")
+	for _, d := range []string{".nvm/versions/node/v20/bin", "go/src/proj", "go/bin", ".npm/_cacache", ".cache/proj", "work"} {
+		testenv.Must(t, os.MkdirAll(filepath.Join(f.home, d), 0o755))
+	}
+	for _, tc := range []struct {
+		cwd, write, tree string
+	}{
+		{cwd: ".nvm", tree: ".nvm"},
+		{cwd: ".nvm/versions/node/v20/bin", tree: ".nvm"},
+		{cwd: "go", tree: "go/bin"},
+		{cwd: ".npm/_cacache", tree: ".npm"},
+		{cwd: ".cache/proj", tree: ".cache"},
+		{cwd: "work", write: ".nvm/versions", tree: ".nvm"},
+		{cwd: "go/src/proj"},
+	} {
+		cfg := &Config{}
+		if tc.write != "" {
+			cfg.AllowWrite = []string{filepath.Join(f.home, tc.write)}
+		}
+		_, _, err := Plan(&Launch{Profile: p, Config: cfg, Home: f.home, User: "ada", Cwd: filepath.Join(f.home, tc.cwd), Session: "s"})
+		switch {
+		case tc.tree == "" && err != nil:
+			t.Errorf("cwd ~/%s: %v, want a workspace", tc.cwd, err)
+		case tc.tree != "" && (err == nil || !strings.Contains(err.Error(), filepath.Join(f.home, tc.tree)) || !strings.Contains(err.Error(), "fix:")):
+			t.Errorf("cwd ~/%s allow_write %q: %v, want a refusal naming ~/%s and the fix", tc.cwd, tc.write, err, tc.tree)
+		}
+	}
+}

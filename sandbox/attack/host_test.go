@@ -267,7 +267,8 @@ func TestNestedLaunch(t *testing.T) {
 }
 
 // TestRefusedWorkspaces: shared scratch and runtime trees, their
-// ancestors and the tops of shared trees are no workspace: exit 126, one
+// ancestors, the tops of shared trees, the home's toolchain trees and
+// dependency caches' places are no workspace: exit 126, one
 // line naming the path and the fix, and nothing written. In the home or an
 // ancestor of it the agent starts with no workspace: it runs, in an empty
 // private directory, and nothing it writes reaches the host.
@@ -306,6 +307,21 @@ func TestRefusedWorkspaces(t *testing.T) {
 						}
 					})
 				}
+				// A toolchain tree the jail binds read-only (~/.nvm), a tree
+				// that holds a cache's place (~/go holds ~/go/pkg/mod) and a
+				// cache's place itself: the host's own, never the session's.
+				for _, rel := range []string{".nvm/versions", "go", ".npm/_cacache"} {
+					for d := filepath.Join(w.Home, rel); d != w.Home; d = filepath.Dir(d) {
+						if err := os.MkdirAll(d, 0o755); err != nil {
+							t.Fatal(err)
+						}
+						os.Chown(d, u.UID, u.GID)
+					}
+				}
+				cases["a toolchain tree (~/.nvm)"] = filepath.Join(w.Home, ".nvm")
+				cases["in a toolchain tree (~/.nvm/versions)"] = filepath.Join(w.Home, ".nvm/versions")
+				cases["over the module cache's place (~/go)"] = filepath.Join(w.Home, "go")
+				cases["in npm's cache (~/.npm/_cacache)"] = filepath.Join(w.Home, ".npm/_cacache")
 				// XDG_RUNTIME_DIR names the user's runtime tree wherever it is.
 				xdg := mk(jailtest.WorldBase)
 				cases["below $XDG_RUNTIME_DIR"] = mk(xdg)

@@ -61,6 +61,8 @@ var Credentials = []string{
 	// its password.
 	".pyenv/versions/*/pip.conf",
 	".local/share/uv/python/*/pip.conf",
+	".local/share/mise/installs/python/*/pip.conf",
+	".asdf/installs/python/*/pip.conf",
 }
 
 // Entry is one home_read_only entry, home-relative ("x/y" for "~/x/y").

@@ -53,4 +53,11 @@ func TestMasks(t *testing.T) {
 	if got := Masks([]string{".local/share/uv"}); !slices.Contains(got, ".local/share/uv/credentials/") {
 		t.Errorf("Masks(~/.local/share/uv) = %q, want uv's credentials", got)
 	}
+	// A version manager's Pythons carry pip's site config as its Nodes
+	// carry npm's.
+	for tree, want := range map[string]string{".local/share/mise": ".local/share/mise/installs/python/*/pip.conf", ".asdf": ".asdf/installs/python/*/pip.conf"} {
+		if got := Masks([]string{tree}); !slices.Contains(got, want) {
+			t.Errorf("Masks(~/%s) = %q, want %s", tree, got, want)
+		}
+	}
 }
