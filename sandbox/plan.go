@@ -113,6 +113,9 @@ type Prep struct {
 	// Repos are the workspace's repositories (FindRepos), which the
 	// post-session audit watches.
 	Repos []string
+	// AgentDirs are the subdirectories of the workspace that hold an
+	// agent's project config (workspace.Find), watched by the audit.
+	AgentDirs []string
 	// CacheDirs are the agent's cache tree and its directories, created
 	// (mode 0700) when missing.
 	CacheDirs []string

@@ -34,9 +34,11 @@ func (s *Session) watch(pr *Prep) {
 func (s *Session) Tampered() []string { return s.protected.Tampered() }
 
 // WatchRepos snapshots, at launch, the git files of the repositories
-// FindRepos found in the workspace ws and its sourced files, for the audit
-// after the session.
-func (s *Session) WatchRepos(ws string, repos []string) { s.snap = workspace.Take(ws, repos) }
+// the plan found in the workspace ws, its sourced files and the agent
+// config in its subdirectories, for the audit after the session.
+func (s *Session) WatchRepos(ws string, repos, agentDirs []string) {
+	s.snap = workspace.Take(ws, repos, agentDirs)
+}
 
 // Added lists, one line each, the command-bearing entries the session added
 // or changed in the watched state files, and what git would run from a

@@ -54,7 +54,8 @@ func TestSourcedFilesWarned(t *testing.T) {
 	testenv.Must(t, os.WriteFile(f.ws+"/.envrc", []byte("source_env_if_exists .envrc.local\n"), 0o644))
 	testenv.Must(t, os.WriteFile(f.ws+"/.npmrc", []byte("fund=false\n"), 0o644))
 	s := &Session{}
-	s.WatchRepos(f.ws, workspace.FindRepos(f.ws))
+	repos, agentDirs := workspace.Find(f.ws)
+	s.WatchRepos(f.ws, repos, agentDirs)
 	testenv.Must(t, os.WriteFile(f.ws+"/.envrc.local", []byte("evil\n"), 0o644))
 	testenv.Must(t, os.WriteFile(f.ws+"/.npmrc", []byte("node-options=--require /tmp/evil.js\n"), 0o644))
 	testenv.Must(t, os.MkdirAll(nested+"/.vscode", 0o755))
@@ -67,5 +68,37 @@ func TestSourcedFilesWarned(t *testing.T) {
 	}
 	if strings.Contains(got, f.ws+"/.envrc:") {
 		t.Errorf("a warning for the untouched .envrc:\n%s", got)
+	}
+}
+
+// TestAgentConfigInSubdirectoriesWarned: after the session, each agent's
+// project config file created or changed in a subdirectory of the
+// workspace (where that agent, started there, would load it) gets a
+// warning: a new .claude/settings.json in a directory that held none, a
+// changed opencode.json and a new hook file in .github/hooks where some
+// config was already there; an untouched one gets none.
+func TestAgentConfigInSubdirectoriesWarned(t *testing.T) {
+	f := newFixture(t)
+	sub, old := f.ws+"/packages/web", f.ws+"/packages/api"
+	testenv.WriteFile(t, old+"/opencode.json", "{}\n")
+	testenv.WriteFile(t, old+"/.github/hooks/ok.json", "{}\n")
+	testenv.WriteFile(t, old+"/.claude/settings.json", "{}\n")
+	testenv.Mkdirs(t, sub)
+	s := &Session{}
+	repos, agentDirs := workspace.Find(f.ws)
+	s.WatchRepos(f.ws, repos, agentDirs)
+	testenv.WriteFile(t, sub+"/.claude/settings.json", `{"hooks":{}}`)
+	testenv.WriteFile(t, old+"/opencode.json", `{"plugin":["evil"]}`)
+	testenv.WriteFile(t, old+"/.github/hooks/evil.json", "{}\n")
+	got := strings.Join(s.Added(), "\n")
+	for _, want := range []string{sub + "/.claude/settings.json:", old + "/opencode.json:", old + "/.github/hooks/evil.json:"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no warning for %s in:\n%s", want, got)
+		}
+	}
+	for _, quiet := range []string{old + "/.claude/settings.json:", old + "/.github/hooks/ok.json:"} {
+		if strings.Contains(got, quiet) {
+			t.Errorf("a warning for the untouched %s in:\n%s", quiet, got)
+		}
 	}
 }

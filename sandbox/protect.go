@@ -90,7 +90,7 @@ func (pl *planner) protectWorkspace() error {
 			return err
 		}
 	}
-	pl.pr.Repos = workspace.FindRepos(pl.ws)
+	pl.pr.Repos, pl.pr.AgentDirs = workspace.Find(pl.ws)
 	for _, g := range pl.pr.Repos {
 		if g == top {
 			continue

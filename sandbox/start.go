@@ -203,7 +203,7 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 		s.loginState = filepath.Join(l.Home, l.Profile.LoginState)
 	}
 	sess.launched = s
-	sess.WatchRepos(spec.Workspace, prep.Repos)
+	sess.WatchRepos(spec.Workspace, prep.Repos, prep.AgentDirs)
 	return sess, nil
 }
 

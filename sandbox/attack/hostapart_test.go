@@ -167,18 +167,45 @@ func TestForeignSocketsNeitherFailNorSlow(t *testing.T) {
 // that a session plants are reported after it, one warning each, though
 // they may be gitignored.
 func TestSourcedFilesReported(t *testing.T) {
-	names := []string{".envrc.local", ".env", ".npmrc", ".vscode/tasks.json"}
-	runAttacks(t, []attack{{
-		name: "plant files host tools source without asking",
-		prep: func(t *testing.T, w *world) {
+	plantedAndReported(t, "plant files host tools source without asking",
+		[]string{".envrc.local", ".env", ".npmrc", ".vscode/tasks.json"},
+		func(w *world) {
 			os.WriteFile(filepath.Join(w.ws, ".envrc"), []byte("source_env_if_exists .envrc.local\n"), 0o644)
 			os.WriteFile(filepath.Join(w.ws, ".gitignore"), []byte(".envrc.local\n.env\n"), 0o644)
+		},
+		func(w *world) string { return w.touch("sourced") }, "created or changed in this session")
+}
+
+// TestAgentConfigInSubdirectoriesReported: an agent's project config that
+// a session plants in a subdirectory of the workspace (where that agent,
+// started there, loads it: Claude Code's hooks in packages/web/.claude,
+// OpenCode's plugins in packages/api/opencode.json) is reported after the
+// session, one warning each: the jail protects the workspace's top only.
+func TestAgentConfigInSubdirectoriesReported(t *testing.T) {
+	plantedAndReported(t, "plant agent config in a subdirectory",
+		[]string{"packages/web/.claude/settings.json", "packages/api/opencode.json"},
+		func(w *world) {
+			os.MkdirAll(filepath.Join(w.ws, "packages/web"), 0o755)
+			os.MkdirAll(filepath.Join(w.ws, "packages/api"), 0o755)
+		},
+		func(w *world) string { return w.claudeHooks("subdir") }, "an agent's project config, created or changed in this session")
+}
+
+// plantedAndReported is the class where a session plants files the jail
+// lets it write (names, workspace-relative, each holding payload) that a
+// host tool or another agent would read later: each must be reported after
+// the session with the warning that starts with want.
+func plantedAndReported(t *testing.T, name string, names []string, prep func(w *world), payload func(w *world) string, want string) {
+	runAttacks(t, []attack{{
+		name: name,
+		prep: func(t *testing.T, w *world) {
+			prep(w)
 			w.Own(t)
 		},
 		probe: func(w *world, _ string) probe {
 			var b strings.Builder
 			for _, n := range names {
-				fmt.Fprintf(&b, "mkdir -p %q; printf %%s %s > %q\n", filepath.Dir(filepath.Join(w.ws, n)), shq(w.touch("sourced")), filepath.Join(w.ws, n))
+				fmt.Fprintf(&b, "mkdir -p %q; printf %%s %s > %q\n", filepath.Dir(filepath.Join(w.ws, n)), shq(payload(w)), filepath.Join(w.ws, n))
 			}
 			return probe{Steps: steps("plant", b.String())}
 		},
@@ -192,7 +219,7 @@ func TestSourcedFilesReported(t *testing.T) {
 		check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
 			started(t, sess)
 			for _, n := range names {
-				if !strings.Contains(sess.Stderr, filepath.Join(w.ws, n)+": created or changed in this session") {
+				if !strings.Contains(sess.Stderr, filepath.Join(w.ws, n)+": "+want) {
 					t.Errorf("no warning for %s after the session:\n%s", n, sess.Stderr)
 				}
 			}

@@ -407,26 +407,33 @@ type Snapshot struct {
 	ws      string
 	repos   repoFiles
 	sourced map[string]fileStamp
+	agent   map[string]fileStamp
 }
 
-// Take snapshots, at launch, the git files of the repositories FindRepos
-// found in the workspace ws, and its sourced files. ws is "" for a launch
-// with no workspace: there is nothing to audit then.
-func Take(ws string, repos []string) *Snapshot {
+// Take snapshots, at launch, the git files of the repositories Find
+// found in the workspace ws, its sourced files, and the agent config in
+// the subdirectories Find found holding some. ws is "" for a launch with
+// no workspace: there is nothing to audit then.
+func Take(ws string, repos, agentDirs []string) *Snapshot {
 	if ws == "" {
 		return nil
 	}
-	return &Snapshot{ws: ws, repos: snapshotRepos(repos), sourced: snapshotSourced(sourcedDirs(ws, repos))}
+	sourced := sourcedDirs(ws, repos)
+	return &Snapshot{ws: ws, repos: snapshotRepos(repos),
+		sourced: stampsOf(func(fn func(string)) { eachSourced(sourced, fn) }),
+		agent:   stampsOf(func(fn func(string)) { eachAgentConfig(agentDirs, fn) })}
 }
 
 // Warnings walks the workspace again after the session and lists, one line
 // each, what git would run from a config, hook or redirect created or
-// changed in its repositories (repoWarnings), and the sourced files made or
-// changed (sourcedWarnings).
+// changed in its repositories (repoWarnings), the sourced files made or
+// changed, and the agent config made or changed in a subdirectory.
 func (s *Snapshot) Warnings() []string {
 	if s == nil {
 		return nil
 	}
-	repos := FindRepos(s.ws)
-	return append(repoWarnings(s.repos, repos), sourcedWarnings(s.sourced, sourcedDirs(s.ws, repos))...)
+	repos, agentDirs := Find(s.ws)
+	sourced := sourcedDirs(s.ws, repos)
+	out := append(repoWarnings(s.repos, repos), changedSince(s.sourced, func(fn func(string)) { eachSourced(sourced, fn) }, sourcedWhy)...)
+	return append(out, changedSince(s.agent, func(fn func(string)) { eachAgentConfig(agentDirs, fn) }, agentConfigWhy)...)
 }

@@ -53,6 +53,14 @@ var repoWalkSkip = map[string]bool{
 // lists is opened without following a link: a planted FIFO or link cannot
 // hang or redirect it.
 func FindRepos(ws string) []string {
+	repos, _ := Find(ws)
+	return repos
+}
+
+// Find is FindRepos, and besides the repositories the directories below
+// the workspace's top, in the same walk, that hold an agent's project
+// config (.claude, opencode.json, ...): an agent started there loads it.
+func Find(ws string) (repos, agentDirs []string) {
 	ws = filepath.Clean(ws)
 	f := &repoFinder{ws: ws, seen: map[string]bool{}}
 	type level struct {
@@ -74,7 +82,12 @@ func FindRepos(ws string) []string {
 		if !whole {
 			f.add(filepath.Join(d.dir, ".git"), unknownType)
 		}
+		held := false
 		for _, e := range ents {
+			if d.depth > 0 && !held && agentNames[e.name] {
+				held = true
+				agentDirs = append(agentDirs, d.dir)
+			}
 			if e.name == ".git" {
 				f.add(filepath.Join(d.dir, e.name), e.typ)
 				continue
@@ -84,7 +97,7 @@ func FindRepos(ws string) []string {
 			}
 		}
 	}
-	return f.out
+	return f.out, agentDirs
 }
 
 // unknownType asks add to lstat the entry: no type bit combination a

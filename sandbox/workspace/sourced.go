@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,17 +42,6 @@ func sourcedDirs(ws string, repos []string) []string {
 	return out
 }
 
-// snapshotSourced stamps the sourced files of dirs.
-func snapshotSourced(dirs []string) map[string]fileStamp {
-	out := map[string]fileStamp{}
-	eachSourced(dirs, func(p string) {
-		if st, ok := stampOf(p); ok {
-			out[p] = st
-		}
-	})
-	return out
-}
-
 // eachSourced calls fn with every sourced file that dirs hold: the fixed
 // names, and the families' members a listing of each directory shows.
 func eachSourced(dirs []string, fn func(string)) {
@@ -72,21 +60,35 @@ func eachSourced(dirs []string, fn func(string)) {
 	}
 }
 
-// sourcedWarnings names each sourced file of dirs created or changed since
-// before.
-func sourcedWarnings(before map[string]fileStamp, dirs []string) []string {
+// stampsOf stamps every file that each names and that exists.
+func stampsOf(each func(fn func(string))) map[string]fileStamp {
+	out := map[string]fileStamp{}
+	each(func(p string) {
+		if st, ok := stampOf(p); ok {
+			out[p] = st
+		}
+	})
+	return out
+}
+
+// changedSince lists, sorted, each file that each names and that was
+// created or changed since before, with why it matters.
+func changedSince(before map[string]fileStamp, each func(fn func(string)), why string) []string {
 	var out []string
 	seen := map[string]bool{}
-	eachSourced(dirs, func(p string) {
+	each(func(p string) {
 		st, ok := stampOf(p)
 		if !ok || seen[p] {
 			return
 		}
 		seen[p] = true
 		if b, was := before[p]; !was || b != st {
-			out = append(out, fmt.Sprintf("%s: created or changed in this session; a host tool reads it without asking (direnv, npm, mise, pre-commit or your editor) and it may not show in git diff", safetext.Escape(p)))
+			out = append(out, safetext.Escape(p)+": "+why)
 		}
 	})
 	slices.Sort(out)
 	return out
 }
+
+// sourcedWhy is the warning for a sourced file a session made or changed.
+const sourcedWhy = "created or changed in this session; a host tool reads it without asking (direnv, npm, mise, pre-commit or your editor) and it may not show in git diff"
