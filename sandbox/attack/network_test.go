@@ -152,7 +152,10 @@ func TestLoginPort(t *testing.T) {
 
 // TestEgressAuditFlood: a session that floods the proxy with huge and
 // hostile targets does not rotate the audit log's earlier records away,
-// and its end says what it was refused, in one printable line.
+// and its end says what it was refused, in one printable line. The
+// refused address is loopback's: the real proxy runs here with no injected
+// dialer, so even a proxy that wrongly let it through would send nothing
+// off this machine.
 func TestEgressAuditFlood(t *testing.T) {
 	hostile := "\u009b31m\u202eevil.example:443"
 	earlier := fmt.Sprintf(`{"time":"2026-01-01T00:00:00Z","session":"earlier-%s","method":"CONNECT","target":"api.example.com:443","allowed":true,"up":1,"down":1}`, tag)
@@ -170,7 +173,7 @@ func TestEgressAuditFlood(t *testing.T) {
 			w.Own(t)
 		},
 		probe: func(w *world, _ string) probe {
-			return probe{Flood: &flood{Count: 22, Size: 1000000, Targets: []string{"10.0.0.1:443", hostile}}}
+			return probe{Flood: &flood{Count: 22, Size: 1000000, Targets: []string{"127.0.0.1:443", hostile}}}
 		},
 		verdict: func(w *world) verdict { return verdict{noGit: true} },
 		check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
@@ -216,7 +219,7 @@ func TestEgressAuditFlood(t *testing.T) {
 				t.Fatalf("summary lines %q in stderr %s, want one", summary, sess.Stderr)
 			}
 			s := summary[0]
-			for _, want := range []string{"allowed 0", "refused 24 to 3", "10.0.0.1:443", `\u009b31m\u202eevil.example:443`, p} {
+			for _, want := range []string{"allowed 0", "refused 24 to 3", "127.0.0.1:443", `\u009b31m\u202eevil.example:443`, p} {
 				if !strings.Contains(s, want) {
 					t.Errorf("the summary %q does not say %q", s, want)
 				}
