@@ -257,7 +257,7 @@ func ParseConfig(data []byte, path string) (*Config, error) {
 		}
 	}
 	for _, h := range c.Hide {
-		if rel, ok := strings.CutPrefix(h, "~/"); ok && rel != "" && !strings.HasPrefix(filepath.Clean(rel), "..") {
+		if rel, ok := cutHome(h); ok && rel != "." && !strings.HasPrefix(rel, "..") {
 			continue
 		}
 		if !filepath.IsAbs(h) || filepath.Clean(h) == "/" {

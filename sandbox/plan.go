@@ -404,13 +404,7 @@ const NoWorkspaceDir = "/tmp/cco-no-workspace"
 // sockets live there), or that is the top of a tree shared between
 // projects.
 func refuseTree(p, home, what string, shared []string) error {
-	fix := "(fix: cd into a project directory, or set workspace_root in " + ConfigPath + ")"
-	switch what {
-	case "allow_write entry":
-		fix = "(fix: remove it from allow_write in " + ConfigPath + ")"
-	case "git directory":
-		fix = "(fix: keep the repository's git directory in the project, or launch elsewhere)"
-	}
+	fix := refusalFix(what)
 	if p == "/" {
 		return fmt.Errorf("refusing the %s /: it would make the whole system writable %s", what, fix)
 	}
@@ -457,16 +451,23 @@ func homeTreesApart(home string, toolchains []string) []string {
 // session the host's own cache (~/go/pkg/mod), whose modules the user's go
 // build compiles.
 func refuseOverHomeTrees(p, what string, apart []string) error {
-	fix := "(fix: cd into a project directory, or set workspace_root in " + ConfigPath + ")"
-	if what == "allow_write entry" {
-		fix = "(fix: remove it from allow_write in " + ConfigPath + ")"
-	}
 	for _, t := range apart {
 		if paths.Within(p, t) || paths.Within(t, p) {
-			return fmt.Errorf("refusing the %s %s: it is in or holds %s, which the jail shows read-only or as the agent's own cache, never the host's to write %s", what, p, t, fix)
+			return fmt.Errorf("refusing the %s %s: it is in or holds %s, which the jail shows read-only or as the agent's own cache, never the host's to write %s", what, p, t, refusalFix(what))
 		}
 	}
 	return nil
+}
+
+// refusalFix is what to do about a refused read-write path, by what it is.
+func refusalFix(what string) string {
+	switch what {
+	case "allow_write entry":
+		return "(fix: remove it from allow_write in " + ConfigPath + ")"
+	case "git directory":
+		return "(fix: keep the repository's git directory in the project, or launch elsewhere)"
+	}
+	return "(fix: cd into a project directory, or set workspace_root in " + ConfigPath + ")"
 }
 
 // sharedTops are trees whose top holds many projects: a project below one

@@ -61,11 +61,7 @@ func socketMasks(s *Spec) []Mask {
 		return nil
 	}
 	rw := s.readWriteTrees()
-	binds := []string{}
-	if s.Home != "" {
-		binds = append(binds, s.Home)
-	}
-	s.eachBind(func(b *Bind, _ bool) { binds = append(binds, b.Dst) })
+	binds := s.bindTargets()
 	// By directory: a directory's visibility is decided once, and only a
 	// socket masked on its own is looked at (lstat) one by one.
 	byDir := map[string][]string{}
@@ -99,18 +95,12 @@ func socketMasks(s *Spec) []Mask {
 		}
 	}
 	slices.SortFunc(out, func(a, b Mask) int { return strings.Compare(a.Path, b.Path) })
-	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		if under(d, slices.Collect(maps.Keys(dirs))) {
+	sorted := slices.Sorted(maps.Keys(dirs))
+	for _, d := range sorted {
+		if under(d, sorted) {
 			continue // its parent is masked already
 		}
-		holds := false
-		for _, b := range binds {
-			if paths.Within(b, d) {
-				holds = true
-				break
-			}
-		}
-		if holds {
+		if slices.ContainsFunc(binds, func(b string) bool { return paths.Within(b, d) }) {
 			s.Private = append(s.Private, d)
 		} else {
 			out = append(out, Mask{Path: d, Kind: MaskDir})

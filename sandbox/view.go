@@ -58,7 +58,7 @@ func (pl *planner) sysView() {
 // private before anything is bound, one mount instead of one a user, and a
 // hide entry that holds a bind refuses the launch.
 func (pl *planner) hidden(hide []string) error {
-	binds := pl.bindTargets()
+	binds := pl.s.bindTargets()
 	holds := func(p string) string {
 		for _, b := range binds {
 			if paths.Within(b, p) {
@@ -122,9 +122,12 @@ func privateParent(d string) bool {
 
 // bindTargets are the jail paths of every bind planned so far, the home's
 // tmpfs among them.
-func (pl *planner) bindTargets() []string {
-	out := []string{pl.home}
-	pl.s.eachBind(func(b *Bind, _ bool) { out = append(out, b.Dst) })
+func (s *Spec) bindTargets() []string {
+	var out []string
+	if s.Home != "" {
+		out = append(out, s.Home)
+	}
+	s.eachBind(func(b *Bind, _ bool) { out = append(out, b.Dst) })
 	return out
 }
 
