@@ -104,8 +104,7 @@ func gitFilesOf(e string, fn func(string, gitFileKind)) {
 // hooksIn calls fn with each file of a hooks directory but git's own
 // samples (which git never runs).
 func hooksIn(dir string, fn func(string, gitFileKind)) {
-	f := &repoFinder{}
-	for _, h := range f.list(dir) {
+	for _, h := range (&repoFinder{}).list(dir) {
 		if !strings.HasSuffix(h.name, ".sample") {
 			fn(filepath.Join(dir, h.name), kindHook)
 		}
@@ -220,9 +219,15 @@ func repoWarnings(before repoFiles, repos []string) (out []string) {
 				// A hooks directory the config names is reported file by file.
 				for _, k := range keys {
 					if d := hooksPathOf(c.path, k); d != "" {
+						n := 0
 						hooksIn(d, func(h string, _ gitFileKind) {
-							out = append(out, safetext.Escape(h)+": a git hook in core.hooksPath; git runs it on the host")
+							if n++; n <= maxRepoWarnings {
+								out = append(out, safetext.Escape(h)+": a git hook in core.hooksPath; git runs it on the host")
+							}
 						})
+						if n > maxRepoWarnings {
+							out = append(out, fmt.Sprintf("%d more files in %s, which core.hooksPath names; git runs them on the host", n-maxRepoWarnings, safetext.Escape(d)))
+						}
 					}
 				}
 			}
@@ -255,7 +260,7 @@ func hooksPathOf(config, key string) string {
 	return ""
 }
 
-// gitLister runs the host's git on one config file at a time, in GitEnv
+// gitLister runs the host's git on one config file at a time, in gitEnv
 // (no system or global file), so that only that file and what it includes
 // is read, and within the audit's time budget.
 type gitLister struct {
@@ -293,7 +298,7 @@ func (l *gitLister) runKeys(file string) ([]string, error) {
 	// Run from /, where no repository is found: only the file and its
 	// includes are read.
 	c.Dir = "/"
-	c.Env = GitEnv
+	c.Env = gitEnv
 	var stdout cappedBuffer
 	var stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +156,33 @@ func TestGitRunKey(t *testing.T) {
 		if got := gitRunKey(c.key, c.value); got != c.want {
 			t.Errorf("gitRunKey(%q, %q) = %v, want %v", c.key, c.value, got, c.want)
 		}
+	}
+}
+
+// TestHooksPathBounded: a config a session points at a directory of many
+// files (core.hooksPath = /usr/bin, or a planted one) gets at most
+// maxRepoWarnings lines for its files, and one that counts the rest.
+func TestHooksPathBounded(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	ws := base + "/ws"
+	testenv.Mkdirs(t, ws)
+	testenv.Git(t, ws, "init", "-q")
+	before := snapshotRepos(FindRepos(ws))
+	for i := range maxRepoWarnings + 8 {
+		testenv.WriteFile(t, fmt.Sprintf("%s/hooks-elsewhere/h%02d", base, i), "#!/bin/sh\n")
+	}
+	testenv.Git(t, ws, "config", "core.hooksPath", base+"/hooks-elsewhere")
+	got := repoWarnings(before, FindRepos(ws))
+	hooks, more := 0, ""
+	for _, w := range got {
+		if strings.Contains(w, ": a git hook in core.hooksPath") {
+			hooks++
+		}
+		if strings.HasPrefix(w, "8 more files in ") {
+			more = w
+		}
+	}
+	if hooks != maxRepoWarnings || more == "" {
+		t.Errorf("%d hook lines and %q, want %d and a count of 8 more:\n%s", hooks, more, maxRepoWarnings, strings.Join(got, "\n"))
 	}
 }

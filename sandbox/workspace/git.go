@@ -14,9 +14,9 @@ import (
 // wrote.
 const gitTimeout = 5 * time.Second
 
-// GitEnv is the environment of a git the shadow runs: no system or global
+// gitEnv is the environment of a git the shadow runs: no system or global
 // configuration, so that only the file asked about is read.
-var GitEnv = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent", "PATH=/usr/bin:/bin", "LC_ALL=C"}
+var gitEnv = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent", "PATH=/usr/bin:/bin", "LC_ALL=C"}
 
 // GitConfigList is the repository's configuration as git reads it, with
 // includes, one key=value a line (keys in git's own lowered form).
@@ -25,9 +25,10 @@ func GitConfigList(gitdir string) []string {
 	return strings.Split(strings.TrimSpace(out), "\n")
 }
 
-// GitConfigGet is one key of a config file, as git reads it ("" if unset).
+// GitConfigGet is one key of a config file, as git reads it ("" if unset,
+// or not a regular file: a FIFO would hold git until its timeout).
 func GitConfigGet(file, key string) string {
-	if _, err := os.Lstat(file); err != nil {
+	if fi, err := os.Lstat(file); err != nil || !fi.Mode().IsRegular() {
 		return ""
 	}
 	return strings.TrimSpace(runGit("config", "--file", file, "--get", key))
@@ -41,7 +42,7 @@ func runGit(args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 	defer cancel()
 	c := exec.CommandContext(ctx, g, args...)
-	c.Dir, c.Env, c.WaitDelay = "/", GitEnv, time.Second
+	c.Dir, c.Env, c.WaitDelay = "/", gitEnv, time.Second
 	out, err := c.Output()
 	if err != nil {
 		return ""

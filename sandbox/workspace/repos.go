@@ -116,14 +116,16 @@ type dirent struct {
 	typ  fs.FileMode // the type bits, as the directory reports them
 }
 
-// list reads a directory's entries, sorted by name, without following a
-// link to it; it counts against RepoWalkDirs.
+// list reads at most RepoWalkEntries of a directory's entries, sorted by
+// name, without following a link to it; it counts against RepoWalkDirs.
+// A directory a session filled with a million entries costs what a small
+// one does.
 func (f *repoFinder) list(dir string) []dirent {
-	out, _ := f.listSome(dir, -1)
+	out, _ := f.listSome(dir, RepoWalkEntries)
 	return out
 }
 
-// listSome is list reading at most max entries (-1: all), in batches;
+// listSome reads at most max entries of a directory, in batches;
 // whole reports whether it read them all.
 func (f *repoFinder) listSome(dir string, max int) (out []dirent, whole bool) {
 	if f.listed >= RepoWalkDirs {
@@ -145,7 +147,7 @@ func (f *repoFinder) listSome(dir string, max int) (out []dirent, whole bool) {
 		if err != nil || len(ents) == 0 {
 			break
 		}
-		if max >= 0 && len(out) >= max {
+		if len(out) >= max {
 			whole = false
 			break
 		}

@@ -49,8 +49,7 @@ func eachSourced(dirs []string, fn func(string)) {
 		for _, n := range sourcedNames {
 			fn(filepath.Join(d, n))
 		}
-		f := &repoFinder{}
-		for _, e := range f.list(d) {
+		for _, e := range (&repoFinder{}).list(d) {
 			for _, pre := range sourcedPrefixes {
 				if strings.HasPrefix(e.name, pre) {
 					fn(filepath.Join(d, e.name))
