@@ -212,8 +212,7 @@ func (b *bundleSource) extractMembers(dir *os.File, want map[string]bundleWant) 
 		return err
 	}
 	defer f.Close()
-	left := len(want)
-	for left > 0 {
+	for len(want) > 0 {
 		h, err := tr.Next()
 		if err == io.EOF {
 			break
@@ -229,7 +228,6 @@ func (b *bundleSource) extractMembers(dir *os.File, want map[string]bundleWant) 
 			return err
 		}
 		delete(want, h.Name)
-		left--
 	}
 	for name := range want {
 		return &NotFoundError{URL: b.path + ": " + name}

@@ -279,8 +279,7 @@ func cacheKey(run *provision.Run, b []byte) error {
 	if err := run.Root.WriteFile(KeyCachePath, bytes.NewReader(b), 0o644, provision.SystemUID(), provision.SystemGID()); err != nil {
 		return err
 	}
-	sum := sha256.Sum256(b)
-	return run.Record(KeyCachePath, provision.KindFile, hex.EncodeToString(sum[:]), StepClaude)
+	return run.Record(KeyCachePath, provision.KindFile, sha256Hex(b), StepClaude)
 }
 
 // AgentClaude is the agent table's name for this vendor.

@@ -245,8 +245,11 @@ func UnsafeInterpreters(run *provision.View, agents []string) []provision.Findin
 	var out []provision.Finding
 	for _, name := range agents {
 		a, ok := lookupAgent(name)
+		if !ok || a.interp == "" {
+			continue
+		}
 		st := loadState(run, a.step)
-		if !ok || a.interp == "" || st == nil {
+		if st == nil {
 			continue
 		}
 		link := a.dir + "/" + st.Version + "/" + a.interp

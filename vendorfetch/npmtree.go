@@ -223,12 +223,12 @@ func (n *npmSource) treeManifests(ctx context.Context, tr source, entries []tree
 		if err != nil {
 			return err
 		}
-		verified, _, err := n.verifySignature(keys, m)
+		_, noKey, err := n.verifySignature(keys, m)
 		if err != nil {
 			return err
 		}
 		mu.Lock()
-		if strings.Contains(verified, "signature (key") {
+		if noKey == "" {
 			signed++
 		} else {
 			unsigned = append(unsigned, e.name)

@@ -31,9 +31,9 @@ type lastUpgrade struct {
 // costs only the record: the run's own report says what happened.
 func recordUpgrade(root *provision.Root, agents []string, rep *provision.Report) {
 	lu := lastUpgrade{Time: time.Now().UTC().Format(time.RFC3339), Agents: agents, OK: rep.Failed == 0 && !rep.Interrupted, Interrupted: rep.Interrupted}
+	// The step in flight fails on the signal's cancelled context: that is
+	// the interruption, not a failure.
 	for _, s := range rep.Steps {
-		// The step in flight fails on the signal's cancelled context: that
-		// is the interruption, not a failure.
 		if s.Status == provision.StatusFailed && !rep.Interrupted {
 			lu.Failed = append(lu.Failed, s.ID+": "+s.Detail)
 		}
