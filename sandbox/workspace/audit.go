@@ -19,9 +19,10 @@ import (
 )
 
 // The post-session audit of a workspace's repositories. At launch it takes
-// only a stat of each config, hook and redirect file of each repository
-// FindRepos sees (no file is read, no program runs: the launch waits for
-// it); after the session it walks again, and for each such file that is
+// a stat of each config, hook and redirect file of each repository Find
+// sees, reading only the small files that say where git directories lie
+// (.git files, commondir) and listing hooks directories, capped; no
+// program runs: the launch waits for it. After the session it walks again, and for each such file that is
 // new or not the one it was, the shadow prints one warning naming it and
 // what git would run from it. Only a changed config is handed to the
 // host's git, which lists its keys itself (with includes), so no form git
