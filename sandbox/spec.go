@@ -146,6 +146,10 @@ type Spec struct {
 	Chdir string
 	// Command is what bwrap runs.
 	Command []string
+	// Init, when set, is the jail's pid 1, which runs Command (package
+	// jailinit): bwrap starts it with --as-pid-1, so that bwrap itself
+	// is no process of the jail's (docs/adr/0110-jail-pid-1.md).
+	Init []string
 	// Terminal: the agent runs on a pty of the jail's that the in-jail
 	// helper hands out to the launcher (--tty-fd), which holds the user's
 	// terminal (package pty).
@@ -228,6 +232,9 @@ func (s *Spec) argv(d donor) []string {
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--cap-drop", "ALL")
+	if len(s.Init) > 0 {
+		a = append(a, "--as-pid-1")
+	}
 	if fd := d.seccomp(); fd > 0 {
 		a = append(a, "--seccomp", strconv.Itoa(fd))
 	}
@@ -333,6 +340,7 @@ func (s *Spec) argv(d donor) []string {
 		a = append(a, "--chdir", s.Chdir)
 	}
 	a = append(a, "--")
+	a = append(a, s.Init...)
 	var helper []string
 	if fd := d.handback(); fd > 0 {
 		helper = append(helper, "--endpoint-fd", strconv.Itoa(fd))

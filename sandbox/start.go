@@ -155,6 +155,27 @@ type launched struct {
 	login      bool
 	loginState string
 	endKeyring func() // ends the thread that forked bwrap
+	pid1       *jailPID
+}
+
+// jailPID is the jail's pid 1 on the host, once bwrap has reported it.
+type jailPID struct {
+	known chan struct{}
+	pid   int
+}
+
+func (j *jailPID) set(pid int) { j.pid = pid; close(j.known) }
+
+// agentStopped tells whether the agent a terminal launch runs has really
+// stopped, from the host's /proc: a stop message from the jail is only
+// the jail's word (docs/explanation/terminal.md).
+func (j *jailPID) agentStopped() bool {
+	select {
+	case <-j.known:
+	case <-time.After(time.Second):
+		return false
+	}
+	return supervise.Stopped(supervise.TerminalAgent(j.pid))
 }
 
 // plan registers, plans and prepares under the home's registry lock: a
@@ -190,6 +211,8 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 	if err != nil {
 		return nil, cannotBuild(err)
 	}
+	// The jail's pid 1 is cco's, not bwrap's (docs/adr/0110-jail-pid-1.md).
+	spec.Init = []string{SystemRoot + HelperPath, "init", "--"}
 	sess, err := Prepare(l.Home, runtimeDir, prep)
 	if err != nil {
 		return nil, cannotBuild(err)
@@ -266,7 +289,9 @@ func (s *launched) start() error {
 	// bwrap in a process group of its own: the terminal's ^C and ^Z
 	// reach the launcher, which passes them on, and never bwrap itself,
 	// whose death would kill the jail.
-	attr := &syscall.ProcAttr{Env: os.Environ(), Files: d.fds([3]uintptr{streams.Child[0].Fd(), streams.Child[1].Fd(), streams.Child[2].Fd()}),
+	// bwrap gets no environment: the jail's comes from its arguments
+	// (--clearenv, --setenv), and nothing of the launcher's is needed.
+	attr := &syscall.ProcAttr{Env: []string{}, Files: d.fds([3]uintptr{streams.Child[0].Fd(), streams.Child[1].Fd(), streams.Child[2].Fd()}),
 		Sys: &syscall.SysProcAttr{Setpgid: true}}
 	var pid int
 	// bwrap starts in a session keyring of its own, never the login's;
@@ -292,8 +317,9 @@ func (s *launched) start() error {
 	}
 	streams.Started()
 	s.streams = streams
+	s.pid1 = &jailPID{known: make(chan struct{})}
 	if d.ttyHost != nil {
-		if s.term, err = pty.Attach(d.ttyHost, s.stdio[0], s.stdio[1]); err != nil {
+		if s.term, err = pty.AttachChecked(d.ttyHost, s.stdio[0], s.stdio[1], s.pid1.agentStopped); err != nil {
 			d.ttyHost.Close()
 		}
 	}
@@ -354,7 +380,7 @@ func (s *launched) wait() int {
 	d := s.don
 	defer s.proc.Close()
 	defer d.statusR.Close()
-	j := &supervise.Jail{Proc: s.proc, Status: supervise.NewStatus(d.statusR)}
+	j := &supervise.Jail{Proc: s.proc, Status: supervise.NewStatus(d.statusR), Started: s.pid1.set}
 	if s.px != nil {
 		s.px.Watch()
 		j.Failed = s.px.Failed()

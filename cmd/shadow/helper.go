@@ -17,24 +17,47 @@ import (
 	"github.com/cco-dev/cco/sandbox/egress/bridge"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/jailinit"
 	"github.com/cco-dev/cco/sandbox/loginfwd"
+	"github.com/cco-dev/cco/sandbox/nodump"
 	"github.com/cco-dev/cco/sandbox/pty"
 )
 
 // helper runs the in-sandbox modes:
 //
+//	sandbox-helper init -- <program> [args]  the jail's pid 1 (sandbox/jailinit)
 //	sandbox-helper guard <hook> [args...]    the guard's hooks
 //	sandbox-helper exec [--endpoint-fd N] -- <program> [args]
 //	                                         start the agent inside the jail
 //
-// exec refuses unless sandbox.ProbeJail passes: on the host it must never
-// start a vendor binary unwrapped.
+// init and exec refuse unless sandbox.ProbeJail passes: on the host they
+// must never start a vendor binary unwrapped. Every mode first makes its
+// process non-dumpable (sandbox/nodump): the agent can neither trace it
+// nor read its memory, descriptors or environment.
 func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper guard <hook> [args...] | exec -- <program> [args...]")
 		return 2
 	}
+	if err := nodump.Seal(); err != nil {
+		fmt.Fprintf(stderr, "cco sandbox-helper: %v\n", err)
+		return exitCannotRun
+	}
 	switch args[0] {
+	case "init":
+		rest := args[1:]
+		if len(rest) > 0 && rest[0] == "--" {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 {
+			fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper init -- <program> [args...]")
+			return 2
+		}
+		if _, err := sandbox.ProbeJail(); err != nil {
+			fmt.Fprintf(stderr, "cco sandbox-helper: refusing to run %s outside a cco jail: %v (start the agent as %s instead)\n", rest[0], err, agent.List(agent.Names(), "or"))
+			return exitCannotRun
+		}
+		return jailinit.Run(rest, os.Environ(), stderr)
 	case "guard":
 		if len(args) < 2 {
 			fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper guard <hook> [args...]")
@@ -105,7 +128,7 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// connection (sandbox/loginfwd).
 		return loginfwd.DialMain(args[1:])
 	}
-	fmt.Fprintf(stderr, "cco sandbox-helper: unknown mode %q (modes: guard, exec)\n", args[0])
+	fmt.Fprintf(stderr, "cco sandbox-helper: unknown mode %q (modes: init, guard, exec)\n", args[0])
 	return 2
 }
 

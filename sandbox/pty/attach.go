@@ -19,6 +19,9 @@ type Terminal struct {
 	ctl     *os.File
 	in, out *os.File
 	infd    int
+	// stopped, when set, tells whether the agent has really stopped: a
+	// stop message it does not confirm leaves the launcher running.
+	stopped func() bool
 
 	mu      sync.Mutex
 	master  *os.File
@@ -32,12 +35,20 @@ type Terminal struct {
 // Attach starts serving the control socket ctl for the user's terminal in
 // (keys) and out (the agent's output). The terminal turns raw only once the
 // jail hands the pty out; Close gives it back.
-func Attach(ctl, in, out *os.File) (*Terminal, error) {
+func Attach(ctl, in, out *os.File) (*Terminal, error) { return AttachChecked(ctl, in, out, nil) }
+
+// AttachChecked is Attach for a launcher that does not take the jail's
+// word for a stop: on each stop message it asks stopped, which reads the
+// agent's state where the jail cannot forge it (the host's /proc), and
+// gives the terminal back and stops itself only when the agent has really
+// stopped. Either way the jail's half is told to continue: an agent that
+// did stop is continued at once, as if ^Z had not been typed.
+func AttachChecked(ctl, in, out *os.File, stopped func() bool) (*Terminal, error) {
 	fd, err := fdOf(in)
 	if err != nil {
 		return nil, err
 	}
-	t := &Terminal{ctl: ctl, in: in, out: out, infd: fd, served: make(chan struct{})}
+	t := &Terminal{ctl: ctl, in: in, out: out, infd: fd, stopped: stopped, served: make(chan struct{})}
 	go t.serve()
 	return t, nil
 }
@@ -74,7 +85,9 @@ func (t *Terminal) serve() {
 				_ = unix.SetNonblock(m[1], true)
 				t.attach(os.NewFile(uintptr(m[1]), "pty master"))
 			case m[0] == msgStopped && t.master != nil:
-				t.suspend()
+				if t.stopped == nil || t.stopped() {
+					t.suspend()
+				}
 				_ = send(t.ctl, []byte{msgContinue}, -1)
 			default:
 				if m[1] >= 0 {
@@ -150,7 +163,7 @@ func (t *Terminal) suspend() {
 // stopSelf stops this process until it is continued. The signal goes to
 // this thread: sent to the process, another thread could take it while
 // this one ran on, and made the terminal raw again before the stop.
-func stopSelf() {
+var stopSelf = func() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	_ = unix.Tgkill(os.Getpid(), unix.Gettid(), syscall.SIGSTOP)

@@ -1,27 +1,18 @@
 package supervise
 
-import (
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
-)
+import "syscall"
 
-// Forward sends s to the agent: the child of bwrap's pid-1 reaper (whose
-// host pid bwrap reported). The jail is in a session and a process group
-// of its own, so a signal the terminal sends (^C, ^\) reaches only the
-// launcher, which passes it on here.
+// Forward sends s to the agent: the first child of the jail's pid 1 (whose
+// host pid bwrap reported), the helper or the agent itself. The jail is in
+// a session and a process group of its own, so a signal the terminal sends
+// (^C, ^\) reaches only the launcher, which passes it on here.
 func Forward(reaper int, s syscall.Signal) {
 	if reaper <= 0 {
 		return
 	}
-	target := reaper
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(reaper) + "/task/" + strconv.Itoa(reaper) + "/children"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				target = n
-			}
-		}
+	target := firstChild(reaper)
+	if target == 0 {
+		target = reaper
 	}
 	syscall.Kill(target, s)
 }

@@ -25,6 +25,9 @@ type Jail struct {
 	// it is let go (bwrap's --block-fd): the launcher's endpoint in the
 	// jail's network namespace. Its error kills the jail.
 	Up func(childPID int) error
+	// Started, when set, is told the jail's pid 1 as soon as bwrap
+	// reports it (0: the jail was never built).
+	Started func(childPID int)
 }
 
 // Result is how a jail ended.
@@ -118,6 +121,9 @@ func (j *Jail) Wait() Result {
 	}()
 	var r Result
 	r.ChildPID = j.Status.ChildPID()
+	if j.Started != nil {
+		j.Started(r.ChildPID)
+	}
 	if r.ChildPID != 0 && j.Up != nil {
 		if r.UpErr = j.Up(r.ChildPID); r.UpErr != nil {
 			j.Proc.Signal(syscall.SIGKILL)

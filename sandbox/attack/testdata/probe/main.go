@@ -95,6 +95,7 @@ func main() {
 	for _, s := range p.Steps {
 		report["sh:"+s.Name] = shell(s.Script)
 	}
+	procClasses()
 	loot(p.Loot)
 	for _, s := range p.Connect {
 		c, err := net.DialTimeout("unix", s, 2*time.Second)

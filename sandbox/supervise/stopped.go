@@ -1,0 +1,88 @@
+package supervise
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// The jail's process tree, as the launcher reads it on the host: the jail's
+// pid 1 (bwrap's child, whose host pid bwrap reports) is cco's init, its
+// first child the command bwrap was given (the helper, or the agent
+// itself), and on a terminal the helper's first child is the agent. A
+// process the jail orphans becomes another child of pid 1, started after
+// these (it descends from them).
+
+// firstChild is pid's earliest started child on the host, or 0. Each
+// thread has children of its own (/proc/PID/task/TID/children), and a Go
+// program forks from any of its threads: all are read.
+func firstChild(pid int) int {
+	if pid <= 0 {
+		return 0
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	first, firstStart := 0, uint64(0)
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			st, ok := startTime(n)
+			if ok && (first == 0 || st < firstStart || st == firstStart && n < first) {
+				first, firstStart = n, st
+			}
+		}
+	}
+	return first
+}
+
+// startTime is pid's start time (field 22 of /proc/PID/stat), in clock
+// ticks since boot.
+func startTime(pid int) (uint64, bool) {
+	f := statFields(pid)
+	if len(f) < 20 {
+		return 0, false
+	}
+	// f[0] is the state, field 3; the start time is field 22.
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	return n, err == nil
+}
+
+// statFields are /proc/PID/stat's fields after the command (which may
+// hold spaces and parentheses): the state first.
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// TerminalAgent is the host pid of the agent a terminal launch runs (the
+// helper's first child), or 0 when it is not there.
+func TerminalAgent(pid1 int) int { return firstChild(firstChild(pid1)) }
+
+// Stopped reports whether pid is stopped by a signal (state T in its
+// host /proc/PID/stat): a process stopped under a tracer (t) or running
+// is not.
+func Stopped(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	f := statFields(pid)
+	return len(f) > 0 && f[0] == "T"
+}
