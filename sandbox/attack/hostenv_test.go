@@ -54,6 +54,15 @@ type proc struct {
 	Control bool   `json:"control"`
 }
 
+// String names p by its pid, name and the start of its command line.
+func (p proc) String() string {
+	cmd := strings.ReplaceAll(p.Cmdline, "\x00", " ")
+	if len(cmd) > 80 {
+		cmd = cmd[:80] + "..."
+	}
+	return fmt.Sprintf("process %d (%s: %s)", p.Pid, p.Comm, cmd)
+}
+
 // cco reports whether p is a process of cco's: the helper, as the jail's
 // pid 1 or as the agent's starter.
 func (p proc) cco(r *jailtest.Root) bool {
@@ -204,7 +213,7 @@ func judgeEnviron(t *testing.T, r *jailtest.Root, sess jailtest.Result) {
 	}
 	sawPID1, sawCco := false, 0
 	for _, p := range procs {
-		what := fmt.Sprintf("process %d (%s, %q)", p.Pid, p.Comm, strings.ReplaceAll(p.Cmdline, "\x00", " "))
+		what := p.String()
 		if p.Pid == 1 {
 			sawPID1 = !strings.HasPrefix(p.Cmdline, "error: ")
 		}
@@ -280,7 +289,7 @@ func TestCcoProcessesCannotBeTraced(t *testing.T) {
 					}
 					cco, control := 0, false
 					for _, p := range procs {
-						what := fmt.Sprintf("process %d (%s, %q)", p.Pid, p.Comm, strings.ReplaceAll(p.Cmdline, "\x00", " "))
+						what := p.String()
 						if p.Control {
 							control = true
 							if p.Attach != "ok" || p.Seize != "ok" || p.Mem != "ok" || refusedErr(p.VMRead) {
