@@ -1,0 +1,48 @@
+package supervise
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Stopped reads the host's /proc: a running process is not stopped, one
+// that SIGSTOP stopped is; firstChild is the earliest started child,
+// whichever thread started it.
+func TestStoppedAndFirstChild(t *testing.T) {
+	first := exec.Command("/bin/sleep", "30")
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { first.Process.Kill(); first.Wait() }()
+	time.Sleep(20 * time.Millisecond)
+	second := exec.Command("/bin/sleep", "30")
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { second.Process.Kill(); second.Wait() }()
+	if got := firstChild(os.Getpid()); got != first.Process.Pid {
+		t.Errorf("firstChild = %d, want the earliest child %d (the later is %d)", got, first.Process.Pid, second.Process.Pid)
+	}
+	if Stopped(first.Process.Pid) {
+		t.Error("a sleeping process reads as stopped")
+	}
+	syscall.Kill(first.Process.Pid, syscall.SIGSTOP)
+	deadline := time.Now().Add(5 * time.Second)
+	for !Stopped(first.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("a process stopped by SIGSTOP never read as stopped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if Stopped(0) || Stopped(-1) || firstChild(0) != 0 {
+		t.Error("no process reads as a stopped one or as a child")
+	}
+	// The agent a terminal launch runs is the first child's first child:
+	// none here.
+	if got := TerminalAgent(os.Getpid()); got != 0 {
+		t.Errorf("TerminalAgent = %d, want 0 (the children have none)", got)
+	}
+}
