@@ -217,7 +217,10 @@ type donor interface {
 	source(b *Bind) (int, bool)
 }
 
-func (s *Spec) argv(d donor) []string {
+func (s *Spec) argv(d donor) []string { return append(s.options(d), s.command(d)...) }
+
+// options are bwrap's options, up to the "--" before what it runs.
+func (s *Spec) options(d donor) []string {
 	a := make([]string, 0, 64+3*len(s.Env)+4*(len(s.HomeBinds)+len(s.HomeReadOnly)+len(s.Writable)+len(s.ReadOnly)+len(s.Masks))+len(s.Command))
 	// --new-session: nothing in the jail shares the user's terminal
 	// session, so no process there can open it as /dev/tty.
@@ -339,8 +342,13 @@ func (s *Spec) argv(d donor) []string {
 	if s.Chdir != "" {
 		a = append(a, "--chdir", s.Chdir)
 	}
-	a = append(a, "--")
-	a = append(a, s.Init...)
+	return a
+}
+
+// command is "--" and what bwrap runs: the init, the helper's mode and its
+// descriptors, the command.
+func (s *Spec) command(d donor) []string {
+	a := append([]string{"--"}, s.Init...)
 	var helper []string
 	if fd := d.handback(); fd > 0 {
 		helper = append(helper, "--endpoint-fd", strconv.Itoa(fd))

@@ -230,6 +230,19 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 	return sess, nil
 }
 
+// nulJoined is args as bwrap's --args reads them: each ended by a NUL.
+func nulJoined(args []string) []byte {
+	n := 0
+	for _, a := range args {
+		n += len(a) + 1
+	}
+	b := make([]byte, 0, n)
+	for _, a := range args {
+		b = append(append(b, a...), 0)
+	}
+	return b
+}
+
 // needsHelper tells whether the agent must start through the in-jail
 // helper: on a terminal (the fresh pty, and ^C reaching the agent rather
 // than killing bwrap), for `codex agents` (the app-server), and for the
@@ -272,7 +285,11 @@ func (s *launched) start() error {
 		}
 		d.setup = &setup
 	}
-	argv := append([]string{s.bwrap}, s.spec.argv(d)...)
+	// bwrap reads its options from a pipe (--args): they hold the jail's
+	// environment (--setenv), which its command line would show to every
+	// user of the host.
+	opts := s.spec.options(d)
+	argv := append([]string{s.bwrap, "--args", strconv.Itoa(d.dataFile(nulJoined(opts)))}, s.spec.command(d)...)
 	if d.err != nil {
 		d.abandon()
 		return cannotBuild(d.err)

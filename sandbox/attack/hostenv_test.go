@@ -434,3 +434,74 @@ func hostState(pid int) string {
 	}
 	return "?"
 }
+
+// TestJailEnvironmentNotOnHostCommandLines: what the spec passes into the
+// jail (the agent's own login variable) is on no command line of the host
+// while the session runs: bwrap reads its --setenv options from a pipe,
+// since /proc/PID/cmdline is every host user's to read. Taken on the host,
+// while the probe waits in the jail.
+func TestJailEnvironmentNotOnHostCommandLines(t *testing.T) {
+	testenv.RequireRoot(t)
+	r := shared.Get(t)
+	for _, u := range users {
+		t.Run(u.Name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, u)
+			ready, until := w.ws+"/probe-ready", w.ws+"/probe-until"
+			b, _ := json.Marshal(map[string]any{"listen": []string{"127.0.0.1:0"}, "ready": ready, "until": until, "procs": true})
+			c := w.Cmd(r, "claude", w.ws, "probe", string(b))
+			for k, v := range hostSecrets() {
+				c.Env = append(c.Env, k+"="+v)
+			}
+			var stdout, stderr bytes.Buffer
+			c.Stdout, c.Stderr = &stdout, &stderr
+			defer testenv.Launching(t)()
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { c.Process.Kill(); c.Wait() }()
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(ready); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the probe never got ready; stderr %s", stderr.String())
+				}
+			}
+			passed := hostSecrets()["ANTHROPIC_API_KEY"]
+			bwraps := 0
+			ents, _ := os.ReadDir("/proc")
+			for _, e := range ents {
+				if _, err := strconv.Atoi(e.Name()); err != nil {
+					continue
+				}
+				cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+				if err != nil || !bytes.Contains(cmd, []byte(w.Base)) && !bytes.Contains(cmd, []byte(r.Dir)) {
+					continue
+				}
+				if bytes.Contains(cmd, []byte("bwrap")) {
+					bwraps++
+				}
+				for k, v := range hostSecrets() {
+					if bytes.Contains(cmd, []byte(v)) {
+						t.Errorf("LEAK: the host's process %s shows %s on its command line: %.120q", e.Name(), k, cmd)
+					}
+				}
+			}
+			if bwraps == 0 {
+				t.Errorf("no bwrap of this session's on the host: the scan proves nothing")
+			}
+			os.WriteFile(until, nil, 0o644)
+			if err := c.Wait(); err != nil {
+				t.Errorf("the session: %v; stderr %s", err, stderr.String())
+			}
+			// The value did reach the agent: the spec passes claude its own
+			// login variable, through bwrap's options.
+			var rep map[string]string
+			json.Unmarshal(stdout.Bytes(), &rep)
+			if !strings.Contains(rep["env"], "ANTHROPIC_API_KEY="+passed) {
+				t.Errorf("claude's own ANTHROPIC_API_KEY did not reach its jail: %q", rep["env"])
+			}
+		})
+	}
+}
