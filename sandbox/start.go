@@ -169,13 +169,13 @@ func (j *jailPID) set(pid int) { j.pid = pid; close(j.known) }
 // agentStopped tells whether the agent a terminal launch runs has really
 // stopped, from the host's /proc: a stop message from the jail is only
 // the jail's word (docs/explanation/terminal.md).
-func (j *jailPID) agentStopped() bool {
+func (j *jailPID) agentStopped(foreground int) bool {
 	select {
 	case <-j.known:
 	case <-time.After(time.Second):
 		return false
 	}
-	return supervise.Stopped(supervise.TerminalAgent(j.pid))
+	return supervise.TerminalAgentStopped(j.pid, foreground)
 }
 
 // plan registers, plans and prepares under the home's registry lock: a

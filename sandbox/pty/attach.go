@@ -19,9 +19,10 @@ type Terminal struct {
 	ctl     *os.File
 	in, out *os.File
 	infd    int
-	// stopped, when set, tells whether the agent has really stopped: a
-	// stop message it does not confirm leaves the launcher running.
-	stopped func() bool
+	// stopped, when set, tells whether the agent has really stopped,
+	// given the foreground process group of its terminal (a host pid, or
+	// 0): a stop message it does not confirm leaves the launcher running.
+	stopped func(foreground int) bool
 
 	mu      sync.Mutex
 	master  *os.File
@@ -38,12 +39,14 @@ type Terminal struct {
 func Attach(ctl, in, out *os.File) (*Terminal, error) { return AttachChecked(ctl, in, out, nil) }
 
 // AttachChecked is Attach for a launcher that does not take the jail's
-// word for a stop: on each stop message it asks stopped, which reads the
-// agent's state where the jail cannot forge it (the host's /proc), and
+// word for a stop: on each stop message it asks stopped, with the
+// foreground process group of the agent's terminal as the kernel tells it
+// (TIOCGPGRP on the master, in this process's pid namespace), which reads
+// the agent's state where the jail cannot forge it (the host's /proc); it
 // gives the terminal back and stops itself only when the agent has really
 // stopped. Either way the jail's half is told to continue: an agent that
 // did stop is continued at once, as if ^Z had not been typed.
-func AttachChecked(ctl, in, out *os.File, stopped func() bool) (*Terminal, error) {
+func AttachChecked(ctl, in, out *os.File, stopped func(foreground int) bool) (*Terminal, error) {
 	fd, err := fdOf(in)
 	if err != nil {
 		return nil, err
@@ -85,7 +88,7 @@ func (t *Terminal) serve() {
 				_ = unix.SetNonblock(m[1], true)
 				t.attach(os.NewFile(uintptr(m[1]), "pty master"))
 			case m[0] == msgStopped && t.master != nil:
-				if t.stopped == nil || t.stopped() {
+				if t.stopped == nil || t.stopped(t.foreground()) {
 					t.suspend()
 				}
 				_ = send(t.ctl, []byte{msgContinue}, -1)
@@ -102,6 +105,20 @@ func (t *Terminal) serve() {
 			t.mu.Unlock()
 		}
 	}
+}
+
+// foreground is the foreground process group of the agent's terminal, or
+// 0 when the kernel does not say.
+func (t *Terminal) foreground() int {
+	fd, err := fdOf(t.master)
+	if err != nil {
+		return 0
+	}
+	pg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil {
+		return 0
+	}
+	return pg
 }
 
 // attach puts the user's terminal in raw mode and starts the relays.

@@ -31,7 +31,7 @@ func TestStopIsVerified(t *testing.T) {
 			t.Fatal(err)
 		}
 		asked := make(chan struct{}, 4)
-		term, err := AttachChecked(host, us, us, func() bool { asked <- struct{}{}; return confirmed })
+		term, err := AttachChecked(host, us, us, func(int) bool { asked <- struct{}{}; return confirmed })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,9 +72,21 @@ func statFields(pid int) []string {
 	return strings.Fields(string(b[i+1:]))
 }
 
-// TerminalAgent is the host pid of the agent a terminal launch runs (the
-// helper's first child), or 0 when it is not there.
-func TerminalAgent(pid1 int) int { return firstChild(firstChild(pid1)) }
+// TerminalAgentStopped reports whether the agent a terminal launch runs
+// has stopped: the leader of its terminal's foreground process group
+// (foreground, a host pid), which must be a child of the helper (pid 1's
+// first child), is stopped. The helper starts the agent as the leader of
+// that group; a process the session made cannot pass for it, since none
+// of the session's processes is the helper's child.
+func TerminalAgentStopped(pid1, foreground int) bool {
+	helper := firstChild(pid1)
+	if helper == 0 || foreground <= 0 {
+		return false
+	}
+	f := statFields(foreground)
+	// f[1] is the parent (field 4), f[2] the process group (field 5).
+	return len(f) > 2 && f[0] == "T" && f[1] == strconv.Itoa(helper) && f[2] == strconv.Itoa(foreground)
+}
 
 // Stopped reports whether pid is stopped by a signal (state T in its
 // host /proc/PID/stat): a process stopped under a tracer (t) or running

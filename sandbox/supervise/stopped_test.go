@@ -40,9 +40,13 @@ func TestStoppedAndFirstChild(t *testing.T) {
 	if Stopped(0) || Stopped(-1) || firstChild(0) != 0 {
 		t.Error("no process reads as a stopped one or as a child")
 	}
-	// The agent a terminal launch runs is the first child's first child:
-	// none here.
-	if got := TerminalAgent(os.Getpid()); got != 0 {
-		t.Errorf("TerminalAgent = %d, want 0 (the children have none)", got)
+	// A stopped child of the helper (here: this process's first child's
+	// parent stands for pid 1, this process for the helper) counts only as
+	// the leader of the foreground group.
+	if TerminalAgentStopped(os.Getppid(), first.Process.Pid) {
+		t.Error("a stopped process that leads no process group reads as the stopped agent")
+	}
+	if TerminalAgentStopped(os.Getppid(), 0) {
+		t.Error("no foreground group reads as a stopped agent")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -60,6 +61,9 @@ func main() {
 	unix.Close(master)
 	agent := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 40 ]; do echo ALIVE $i; i=$((i+1)); sleep 0.1; done")
 	agent.Stdin, agent.Stdout, agent.Stderr = slave, slave, slave
+	// The agent leads the foreground group of its terminal, as the real
+	// helper starts it: only its state tells the stop from a fake.
+	agent.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := agent.Start(); err != nil {
 		fail("starting the agent", err)
 	}
