@@ -36,7 +36,7 @@ import (
 // nor read its memory, descriptors or environment.
 func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper guard <hook> [args...] | exec -- <program> [args...]")
+		fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper init -- <program> [args...] | guard <hook> [args...] | exec -- <program> [args...]")
 		return 2
 	}
 	if err := nodump.Seal(); err != nil {

@@ -160,13 +160,17 @@ func TestHelperRefusesOnTheHost(t *testing.T) {
 	root := systemRoot(t)
 	w := newWorld(t, asNobody)
 	for _, u := range []runAs{asRoot, asNobody} {
-		w.u = u
-		c := w.cmd(root, "claude", w.ws, "exec", "--", root+"/bin/fakeagent", "probe", `{"mode":"exit"}`)
-		c.Path = root + "/usr/libexec/cco/sandbox-helper"
-		c.Args[0] = c.Path
-		r := runCmd(t, c)
-		if r.code != 126 || !strings.Contains(r.stderr, "refusing to run") || !strings.Contains(r.stderr, "outside a cco jail") {
-			t.Errorf("%s: helper on the host: %d %q", u.name, r.code, r.stderr)
+		// exec, and init (the jail's pid 1), which would start the agent
+		// itself.
+		for _, mode := range []string{"exec", "init"} {
+			w.u = u
+			c := w.cmd(root, "claude", w.ws, mode, "--", root+"/bin/fakeagent", "probe", `{"mode":"exit"}`)
+			c.Path = root + "/usr/libexec/cco/sandbox-helper"
+			c.Args[0] = c.Path
+			r := runCmd(t, c)
+			if r.code != 126 || !strings.Contains(r.stderr, "refusing to run") || !strings.Contains(r.stderr, "outside a cco jail") {
+				t.Errorf("%s: helper %s on the host: %d %q", u.name, mode, r.code, r.stderr)
+			}
 		}
 	}
 }
