@@ -441,3 +441,9 @@ func OtherHomes(passwd []byte, u User) []string {
 	}
 	return out
 }
+
+// CheckIDs are every check a battery reports, as docs/reference/verify.md
+// lists them (secrets.other_user.N is one per other user's home).
+var CheckIDs = []string{"probe", "secrets.ssh", "secrets.aws", "secrets.other_agent", "secrets.other_user.N",
+	"write.workspace", "write.outside", "capabilities", "no_new_privs", "seccomp", "tiocsti", "tioclinux", "userns",
+	"socket.path", "socket.abstract", "egress.refused", "egress.allowed", "guard.inside", "guard.outside"}

@@ -296,4 +296,3 @@ func changedForVerify(rep *provision.Report) []string {
 	}
 	return out
 }
-
