@@ -108,6 +108,20 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	for _, p := range probs {
 		rep.AddFinding(p)
 	}
+	if v.Root.IsHost() && !image {
+		// What preflight does not refuse on is still said: a cause status
+		// can name (AppArmor's restriction uncovered) is a finding, a
+		// weaker layer or the fallback engine a warning.
+		for _, f := range hostFindings(v.Root) {
+			switch {
+			case f.Blocking:
+			case f.ID == "preflight.apparmor_userns":
+				rep.AddFinding(provision.Finding{ID: f.ID, Detail: f.Cause, Fix: f.Fix})
+			default:
+				st.Warnings = append(st.Warnings, f.Cause+" (fix: "+f.Fix+")")
+			}
+		}
+	}
 	if !provision.IsRoot() {
 		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc), "sudo cco-install status")...)
 	}
