@@ -23,9 +23,10 @@ import (
 	"github.com/cco-dev/cco/verify"
 )
 
-// installedAgents are the agents the receipt records a vendor release of,
-// in the table's order.
-func installedAgents(rc *provision.Receipt) map[string]string {
+// installedAgents are the agents with a vendor release here: the ones the
+// receipt records (with their versions), and any whose vendor binary is in
+// place without a record (a release put there by hand: version "").
+func installedAgents(root *provision.Root, rc *provision.Receipt) map[string]string {
 	out := map[string]string{}
 	for _, name := range knownAgents {
 		var st struct {
@@ -33,6 +34,12 @@ func installedAgents(rc *provision.Receipt) map[string]string {
 		}
 		if raw, ok := rc.Extra["vendor."+name]; ok && json.Unmarshal(raw, &st) == nil && st.Version != "" {
 			out[name] = st.Version
+			continue
+		}
+		if p, ok := agent.Lookup(name); ok {
+			if _, err := root.Lstat(p.Binary); err == nil {
+				out[name] = ""
+			}
 		}
 	}
 	return out
@@ -40,7 +47,7 @@ func installedAgents(rc *provision.Receipt) map[string]string {
 
 // fingerprint is what a verdict is taken on, as the host is now.
 func fingerprint(root *provision.Root, rc *provision.Receipt) verify.Fingerprint {
-	agents := installedAgents(rc)
+	agents := installedAgents(root, rc)
 	h := sha256.New()
 	for _, name := range knownAgents {
 		fmt.Fprintf(h, "%s=%s\n", name, verify.HashFile(root.HostPath(BinDir+"/"+name)))
@@ -91,7 +98,7 @@ func verifyJail(ctx context.Context, root *provision.Root, o *options, stdout, s
 	if err != nil {
 		return provision.ExitFailed, err
 	}
-	installed := installedAgents(rc)
+	installed := installedAgents(root, rc)
 	var names []string
 	if o.agent != "" {
 		if _, ok := agent.Lookup(o.agent); !ok {
@@ -233,7 +240,7 @@ func verifyAfterApply(ctx context.Context, root *provision.Root, changed []strin
 	if err != nil {
 		return
 	}
-	installed := installedAgents(rc)
+	installed := installedAgents(root, rc)
 	var names []string
 	for _, n := range knownAgents {
 		if _, ok := installed[n]; ok {
