@@ -26,14 +26,6 @@ func fake(files map[string]string) Host {
 	}
 }
 
-func ids(fs []Finding) string {
-	var s []string
-	for _, f := range fs {
-		s = append(s, f.ID)
-	}
-	return strings.Join(s, ",")
-}
-
 // TestHealthyHostHasNoFindings: the baseline the simulations differ from.
 func TestHealthyHostHasNoFindings(t *testing.T) {
 	h := fake(map[string]string{
