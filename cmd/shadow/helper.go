@@ -130,7 +130,7 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// connection (sandbox/loginfwd).
 		return loginfwd.DialMain(args[1:])
 	}
-	fmt.Fprintf(stderr, "cco sandbox-helper: unknown mode %q (modes: init, guard, exec)\n", args[0])
+	fmt.Fprintf(stderr, "cco sandbox-helper: unknown mode %q (modes: init, guard, exec, selftest)\n", args[0])
 	return 2
 }
 
