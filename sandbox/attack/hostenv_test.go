@@ -279,7 +279,15 @@ func TestCcoProcessesCannotBeTraced(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/%s", agentName, u.Name, pick(onPty, "pty", "pipe")), func(t *testing.T) {
 					t.Parallel()
 					w := newWorld(t, u)
-					sess := hostenvSession(t, r, w, agentName, onPty, map[string]any{"trace": true})
+					// The sealed helper still serves the agent: a CONNECT
+					// through its proxy endpoint (the egress bridge on a
+					// root's terminal) gets the proxy's refusal of the
+					// loopback, which it never dials.
+					sess := hostenvSession(t, r, w, agentName, onPty, map[string]any{"trace": true,
+						"flood": map[string]any{"count": 0, "size": 1, "targets": []string{"127.0.0.1:9"}}})
+					if got := sess.Report["flood:0"]; !strings.HasPrefix(got, "HTTP/1.1 403") {
+						t.Errorf("a CONNECT through the jail's proxy endpoint got %q, want the proxy's 403", got)
+					}
 					if sess.Code != 0 || sess.Report["trace"] == "" {
 						t.Fatalf("the session did not run the probe: exit %d\noutput %s\nstderr %s", sess.Code, sess.Stdout, sess.Stderr)
 					}
