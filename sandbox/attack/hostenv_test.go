@@ -39,9 +39,9 @@ func hostSecrets() map[string]string {
 	}
 }
 
-// proc is what the probe read of one process of the jail (testdata/probe's
+// jailProc is what the probe read of one process of the jail (testdata/probe's
 // Proc).
-type proc struct {
+type jailProc struct {
 	Pid     int    `json:"pid"`
 	Comm    string `json:"comm"`
 	Cmdline string `json:"cmdline"`
@@ -55,7 +55,7 @@ type proc struct {
 }
 
 // String names p by its pid, name and the start of its command line.
-func (p proc) String() string {
+func (p jailProc) String() string {
 	cmd := strings.ReplaceAll(p.Cmdline, "\x00", " ")
 	if len(cmd) > 80 {
 		cmd = cmd[:80] + "..."
@@ -65,12 +65,12 @@ func (p proc) String() string {
 
 // cco reports whether p is a process of cco's: the helper, as the jail's
 // pid 1 or as the agent's starter.
-func (p proc) cco(r *jailtest.Root) bool {
+func (p jailProc) cco(r *jailtest.Root) bool {
 	argv0, _, _ := strings.Cut(p.Cmdline, "\x00")
 	return argv0 == r.Dir+"/usr/libexec/cco/sandbox-helper" || p.Pid == 1
 }
 
-// session is one launch of the probe with the host secrets in the shadow's
+// hostenvSession is one launch of the probe with the host secrets in the shadow's
 // environment, on a pipe or on a pty; the report is the probe's.
 func hostenvSession(t *testing.T, r *jailtest.Root, w *world, agentName string, onPty bool, params map[string]any) jailtest.Result {
 	t.Helper()
@@ -174,7 +174,7 @@ func TestNoHostEnvironmentInTheJail(t *testing.T) {
 			for _, agentName := range []string{"claude", "codex"} {
 				for _, u := range users {
 					for _, onPty := range []bool{false, true} {
-						t.Run(fmt.Sprintf("%s/%s/%s", agentName, u.Name, pick(onPty, "pty", "pipe")), func(t *testing.T) {
+						t.Run(fmt.Sprintf("%s/%s/%s", agentName, u.Name, streamName(onPty)), func(t *testing.T) {
 							w := newWorld(t, u)
 							sess := hostenvSession(t, r, w, agentName, onPty, map[string]any{"mode": "", "procs": true})
 							judgeEnviron(t, r, sess)
@@ -186,11 +186,12 @@ func TestNoHostEnvironmentInTheJail(t *testing.T) {
 	}
 }
 
-func pick(b bool, yes, no string) string {
-	if b {
-		return yes
+// streamName names a session's standard streams.
+func streamName(onPty bool) string {
+	if onPty {
+		return "pty"
 	}
-	return no
+	return "pipe"
 }
 
 func judgeEnviron(t *testing.T, r *jailtest.Root, sess jailtest.Result) {
@@ -199,7 +200,7 @@ func judgeEnviron(t *testing.T, r *jailtest.Root, sess jailtest.Result) {
 		t.Fatalf("the session did not run the probe: exit %d\noutput %s\nstderr %s", sess.Code, sess.Stdout, sess.Stderr)
 	}
 	var env []string
-	var procs []proc
+	var procs []jailProc
 	if err := json.Unmarshal([]byte(sess.Report["env"]), &env); err != nil {
 		t.Fatalf("the probe's environment %q: %v", sess.Report["env"], err)
 	}
@@ -258,7 +259,7 @@ func judgeEnviron(t *testing.T, r *jailtest.Root, sess jailtest.Result) {
 	}
 }
 
-// refused reports whether an attempt into a process was refused by the
+// refusedErr reports whether an attempt into a process was refused by the
 // kernel (ptrace's checks, or seccomp for pidfd_getfd).
 func refusedErr(s string) bool {
 	return s == "EPERM" || s == "EACCES" || s == "ENOSYS" || s == "pidfd_open EPERM" || s == "pidfd_open ENOSYS"
@@ -276,7 +277,7 @@ func TestCcoProcessesCannotBeTraced(t *testing.T) {
 	for _, agentName := range []string{"claude", "codex"} {
 		for _, u := range users {
 			for _, onPty := range []bool{false, true} {
-				t.Run(fmt.Sprintf("%s/%s/%s", agentName, u.Name, pick(onPty, "pty", "pipe")), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/%s/%s", agentName, u.Name, streamName(onPty)), func(t *testing.T) {
 					t.Parallel()
 					w := newWorld(t, u)
 					// The sealed helper still serves the agent: a CONNECT
@@ -291,7 +292,7 @@ func TestCcoProcessesCannotBeTraced(t *testing.T) {
 					if sess.Code != 0 || sess.Report["trace"] == "" {
 						t.Fatalf("the session did not run the probe: exit %d\noutput %s\nstderr %s", sess.Code, sess.Stdout, sess.Stderr)
 					}
-					var procs []proc
+					var procs []jailProc
 					if err := json.Unmarshal([]byte(sess.Report["trace"]), &procs); err != nil {
 						t.Fatalf("the probe's report %q: %v", sess.Report["trace"], err)
 					}
