@@ -17,6 +17,7 @@ import (
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/caches"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/toolchains"
 )
 
@@ -82,6 +83,12 @@ const DefaultConfigTOML = `# cco sandbox configuration. Root-owned; read by the 
 # allow_ip = []
 # egress_ports = [80, 443]
 # egress_log = "~/.local/state/cco/egress.log"
+# The proxy the egress proxy forwards through: "env" (the user's https_proxy,
+# http_proxy and no_proxy), "none", or "http://[user:password@]host:port".
+# egress_upstream = "env"
+# Host loopback ports the jail reaches on its own 127.0.0.1 (a local gateway,
+# an MCP server over HTTP); the agent's own base URL's port is added.
+# host_ports = []
 `
 
 // Config is sandbox.toml.
@@ -116,6 +123,10 @@ type Config struct {
 	AllowIP     []string `toml:"allow_ip"`
 	EgressPorts []int    `toml:"egress_ports"`
 	EgressLog   string   `toml:"egress_log"`
+	// EgressUpstream is "env" (the default), "none" or an http:// proxy
+	// URL; HostPorts are host loopback ports carried into the jail.
+	EgressUpstream string `toml:"egress_upstream"`
+	HostPorts      []int  `toml:"host_ports"`
 }
 
 // Forge is one forge CLI's place in the home.
@@ -163,6 +174,9 @@ func envName(n string) bool {
 	return n != ""
 }
 
+// proxyVars are the proxy variables (either case) the jail sets itself.
+var proxyVars = []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"}
+
 // refusedEnv reports why a pass_env name is refused, or "".
 func refusedEnv(n string) string {
 	switch {
@@ -170,6 +184,8 @@ func refusedEnv(n string) string {
 		return "is not a variable name"
 	case n == "PATH" || n == "HOME" || n == "USER" || n == "LOGNAME" || n == "BASH_ENV" || n == "ENV" || n == "IFS":
 		return "is set by the jail itself or changes how programs start"
+	case slices.Contains(proxyVars, strings.ToUpper(n)):
+		return "is set by the jail itself: the agent's proxy is the jail's egress endpoint (an upstream proxy goes in egress_upstream, whose credentials never enter the jail)"
 	case strings.HasPrefix(n, "LD_"), strings.HasPrefix(n, "CCO_"), strings.HasPrefix(n, "GIT_CONFIG"):
 		return "is refused (LD_*, CCO_* and GIT_CONFIG* never enter the jail)"
 	case slices.Contains(agent.RefusedEnv(), n):
@@ -292,6 +308,14 @@ func ParseConfig(data []byte, path string) (*Config, error) {
 	case "", "public", "allowlist", "off":
 	default:
 		return nil, fmt.Errorf("%s: egress %q is not one of public, allowlist, off", path, c.Egress)
+	}
+	if err := policy.ParseUpstreamSetting(c.EgressUpstream); err != nil {
+		return nil, fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
+	}
+	if c.HostPorts != nil {
+		if _, err := policy.HostPortList(c.HostPorts); err != nil {
+			return nil, fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
+		}
 	}
 	return &c, nil
 }

@@ -19,8 +19,11 @@ const EgressSocket = EgressDir + "/" + policy.SocketName
 // EgressPolicy turns sandbox.toml's egress keys into the proxy's policy for
 // agent, expanding "~/" in egress_log against home. Only keys the file sets
 // are passed on, so ParsePolicy's defaults apply to the rest; an error names
-// the key, the file and the fix.
-func EgressPolicy(c *Config, agent, home string) (policy.Policy, error) {
+// the key, the file and the fix. environ is the invoking user's: the
+// upstream proxy of egress_upstream = "env" comes from it, and with the
+// agent's own config the port of its provider endpoint on the host's
+// loopback, which joins host_ports.
+func EgressPolicy(c *Config, agent, home string, environ []string) (policy.Policy, error) {
 	keys := map[string]any{}
 	if c.Egress != "" {
 		keys["egress"] = c.Egress
@@ -42,9 +45,24 @@ func EgressPolicy(c *Config, agent, home string) (policy.Policy, error) {
 	if c.EgressLog != "" {
 		keys["egress_log"] = c.EgressLog
 	}
+	if c.EgressUpstream != "" {
+		keys["egress_upstream"] = c.EgressUpstream
+	}
+	if c.HostPorts != nil {
+		keys["host_ports"] = c.HostPorts
+	}
 	pol, err := policy.Parse(keys, agent, home)
 	if err != nil {
 		return policy.Policy{}, fmt.Errorf("%s: %w (fix that key in %s)", ConfigPath, err, ConfigPath)
+	}
+	if pol.EffectiveMode() == policy.ModeOff {
+		return pol, nil
+	}
+	if pol.Upstream, err = policy.ResolveUpstream(pol.Upstream.Setting, environ); err != nil {
+		return policy.Policy{}, fmt.Errorf("%s: %w", ConfigPath, err)
+	}
+	for _, n := range policy.AgentLoopbackPorts(agent, home, environ) {
+		pol.AddHostPort(n)
 	}
 	return pol, nil
 }

@@ -85,7 +85,7 @@ egress_ports = [443, 8443]
 egress_log = "~/logs/egress.log"
 `), "sandbox.toml")
 	testenv.Must(t, err)
-	pol, err := EgressPolicy(c, "claude", "/home/ada")
+	pol, err := EgressPolicy(c, "claude", "/home/ada", nil)
 	testenv.Must(t, err)
 	if pol.Mode != egress.ModeAllowlist || !slices.Equal(pol.Allow, []string{"api.example.com", "*.mirror.example.com"}) ||
 		!slices.Equal(pol.AllowHost, []string{"git.corp.example"}) || !slices.Equal(pol.AllowIP, []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}) ||
@@ -93,7 +93,7 @@ egress_log = "~/logs/egress.log"
 		t.Errorf("policy %+v", pol)
 	}
 	// Unset keys: the library's defaults.
-	pol, err = EgressPolicy(&Config{}, "codex", "/home/ada")
+	pol, err = EgressPolicy(&Config{}, "codex", "/home/ada", nil)
 	testenv.Must(t, err)
 	if pol.Mode != egress.ModePublic || !slices.Equal(pol.Ports, egress.DefaultPorts) || !slices.Equal(pol.Allow, egress.DefaultAllow("codex")) ||
 		pol.LogPath != "/home/ada/.local/state/cco/egress.log" {
@@ -108,7 +108,7 @@ egress_log = "~/logs/egress.log"
 	} {
 		c, err := ParseConfig([]byte(text), "sandbox.toml")
 		testenv.Must(t, err)
-		if _, err := EgressPolicy(c, "claude", "/home/ada"); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ConfigPath) {
+		if _, err := EgressPolicy(c, "claude", "/home/ada", nil); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ConfigPath) {
 			t.Errorf("%q: %v, want an error naming %s and %s", text, err, want, ConfigPath)
 		}
 	}

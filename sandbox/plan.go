@@ -70,6 +70,10 @@ type Launch struct {
 	// bwrap holds the agent (--block-fd); otherwise the helper makes it and
 	// hands it back, then becomes the agent.
 	HostEndpoint bool
+	// HostPorts are the host loopback ports the jail reaches on its own
+	// loopback (the egress policy's HostPorts): each gets a listener there
+	// beside the endpoint's (docs/adr/0131-host-loopback-ports.md).
+	HostPorts []int
 	// Stdin, Stdout and Stderr are the agent's (nil: this process's).
 	Stdin, Stdout, Stderr *os.File
 	// Messages is where Start and Wait write the launch's own lines
@@ -278,6 +282,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			// namespace; the socket stays bound for what speaks to the
 			// proxy directly.
 			s.Env = append(s.Env, spawn.ProxyEnv()...)
+			s.HostPorts = l.HostPorts
 			s.endpoint = endpointHelper
 			if l.Direct {
 				s.endpoint = endpointLauncher

@@ -8,6 +8,7 @@ package sandbox
 import (
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cco-dev/cco/internal/paths"
 )
@@ -139,6 +140,9 @@ type Spec struct {
 	// read-only at the fixed EgressSocket inside: after the /tmp and /run
 	// tmpfs that would cover it. "" when no proxy runs.
 	EgressSocket string
+	// HostPorts are the host loopback ports whose listeners the endpoint's
+	// maker makes beside it in the jail (Launch.HostPorts).
+	HostPorts []int
 	// Marker is the jail marker's content, bound read-only at MarkerPath,
 	// last (from a descriptor: nothing of it is on the host).
 	Marker []byte
@@ -336,6 +340,13 @@ func (s *Spec) argv(d donor) []string {
 	var helper []string
 	if fd := d.handback(); fd > 0 {
 		helper = append(helper, "--endpoint-fd", strconv.Itoa(fd))
+		if len(s.HostPorts) > 0 {
+			ports := make([]string, len(s.HostPorts))
+			for i, n := range s.HostPorts {
+				ports[i] = strconv.Itoa(n)
+			}
+			helper = append(helper, "--host-ports", strings.Join(ports, ","))
+		}
 	}
 	if s.Terminal {
 		if fd := d.tty(); fd > 0 {

@@ -108,15 +108,16 @@ func Start(l *Launch) (*Session, error) {
 		}
 		l.Home, l.User, l.UID = home, name, os.Getuid()
 	}
-	pol, err := EgressPolicy(l.Config, p.Name, l.Home)
+	if l.Environ == nil {
+		l.Environ = os.Environ()
+	}
+	pol, err := EgressPolicy(l.Config, p.Name, l.Home, l.Environ)
 	if err != nil {
 		return nil, cannotBuild(err)
 	}
+	l.HostPorts = pol.HostPorts
 	if l.Session == "" {
 		l.Session = sessionID()
-	}
-	if l.Environ == nil {
-		l.Environ = os.Environ()
 	}
 	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Messages, euid: euid}
 	if pol.Mode == policy.ModeOff {
@@ -364,9 +365,9 @@ func (s *launched) wait() int {
 		if d.blockW != nil {
 			j.Up = func(pid int) error {
 				defer d.blockW.Close()
-				ln, err := spawn.ListenIn(pid)
+				lns, err := spawn.ListenIn(pid, s.spec.HostPorts...)
 				if err == nil {
-					err = s.px.Bridge(ln)
+					err = s.px.Bridge(lns...)
 				}
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/cco-dev/cco/agent"
@@ -44,7 +45,20 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "exec":
 		rest := args[1:]
 		endpointFD, ttyFD := -1, -1
-		for len(rest) > 1 && (rest[0] == "--endpoint-fd" || rest[0] == "--tty-fd") {
+		var hostPorts []int
+		for len(rest) > 1 && (rest[0] == "--endpoint-fd" || rest[0] == "--tty-fd" || rest[0] == "--host-ports") {
+			if rest[0] == "--host-ports" {
+				for _, f := range strings.Split(rest[1], ",") {
+					n, err := strconv.Atoi(f)
+					if err != nil || n < 1 || n > 65535 {
+						fmt.Fprintf(stderr, "cco sandbox-helper: --host-ports %q is not a list of ports (the shadow starts this mode)\n", rest[1])
+						return 2
+					}
+					hostPorts = append(hostPorts, n)
+				}
+				rest = rest[2:]
+				continue
+			}
 			n, err := strconv.Atoi(rest[1])
 			if err != nil || n < 3 {
 				fmt.Fprintf(stderr, "cco sandbox-helper: %s %q is not a descriptor (the shadow starts this mode)\n", rest[0], rest[1])
@@ -79,9 +93,9 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			// The launcher owns the endpoint: made here, in the jail's
 			// network namespace, handed over, and the agent needs no
 			// parent of the helper's.
-			ln, err := spawn.Listen()
+			lns, err := spawn.Listen(hostPorts...)
 			if err == nil {
-				err = spawn.Send(endpointFD, ln)
+				err = spawn.Send(endpointFD, lns)
 			}
 			if err != nil {
 				fmt.Fprintf(stderr, "cco sandbox-helper: not starting %s: %v\n", rest[0], err)
