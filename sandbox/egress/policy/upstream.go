@@ -231,11 +231,18 @@ func (u Upstream) Describe() string {
 		return "direct (no proxy variable set)"
 	}
 	var parts []string
+	via := func(what string, p *UpstreamProxy) string {
+		s := what + " via " + p.Addr
+		if p.User != "" || p.Password != "" {
+			s += " with Basic credentials"
+		}
+		return s
+	}
 	if u.Connect != nil {
-		parts = append(parts, "CONNECT via "+u.Connect.Addr)
+		parts = append(parts, via("CONNECT", u.Connect))
 	}
 	if u.HTTP != nil {
-		parts = append(parts, "http via "+u.HTTP.Addr)
+		parts = append(parts, via("http", u.HTTP))
 	}
 	s := strings.Join(parts, ", ") + " (from " + u.Source + ")"
 	if len(u.NoProxy) > 0 {
