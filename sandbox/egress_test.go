@@ -113,3 +113,28 @@ egress_log = "~/logs/egress.log"
 		}
 	}
 }
+
+// JailConfig: an egress_upstream URL with credentials is rewritten to
+// "env" in the jail's copy of sandbox.toml, the rest kept; without
+// credentials nothing is rewritten; a key it cannot rewrite refuses.
+func TestJailConfigHidesUpstreamCredentials(t *testing.T) {
+	raw := "egress = \"allowlist\"\n  egress_upstream = \"http://ada:s3cr%40t@proxy.corp:8080\"\nhost_ports = [4000]\n"
+	out, err := JailConfig([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "s3cr") || strings.Contains(out, "ada") || !strings.Contains(out, "egress = \"allowlist\"\n") || !strings.Contains(out, "host_ports = [4000]") {
+		t.Errorf("the jail's sandbox.toml:\n%s", out)
+	}
+	if c, err := ParseConfig([]byte(out), ConfigPath); err != nil || c.EgressUpstream != "env" {
+		t.Errorf("the jail's copy parses as %+v, %v", c, err)
+	}
+	for _, keep := range []string{"egress_upstream = \"http://proxy.corp:8080\"\n", "egress = \"off\"\n", ""} {
+		if out, err := JailConfig([]byte(keep)); out != "" || err != nil {
+			t.Errorf("%q: rewritten to %q, %v", keep, out, err)
+		}
+	}
+	if _, err := JailConfig([]byte("egress_upstream = \"\"\"\nhttp://ada:s3cret@proxy.corp:8080\"\"\"\n")); err == nil || !strings.Contains(err.Error(), "one line of its own") {
+		t.Errorf("a multi-line key: %v", err)
+	}
+}

@@ -74,6 +74,9 @@ type Launch struct {
 	// loopback (the egress policy's HostPorts): each gets a listener there
 	// beside the endpoint's (docs/adr/0131-host-loopback-ports.md).
 	HostPorts []int
+	// JailConfig, when set, is the sandbox.toml the jail shows in place of
+	// the host's (JailConfig: without the upstream proxy's credentials).
+	JailConfig string
 	// Stdin, Stdout and Stderr are the agent's (nil: this process's).
 	Stdin, Stdout, Stderr *os.File
 	// Messages is where Start and Wait write the launch's own lines
@@ -297,6 +300,9 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		}
 	default:
 		return nil, nil, fmt.Errorf("egress %q is not one of public, allowlist, off (fix: correct egress in %s)", mode, ConfigPath)
+	}
+	if l.JailConfig != "" {
+		s.ReadOnly = append(s.ReadOnly, Bind{Dst: SystemRoot + ConfigPath, Data: []byte(l.JailConfig)})
 	}
 	s.UnshareNet = true
 	s.Private = append(s.Private, devShm)

@@ -116,6 +116,11 @@ func Start(l *Launch) (*Session, error) {
 		return nil, cannotBuild(err)
 	}
 	l.HostPorts = pol.HostPorts
+	if raw, err := os.ReadFile(SystemRoot + ConfigPath); err == nil {
+		if l.JailConfig, err = JailConfig(raw); err != nil {
+			return nil, cannotBuild(err)
+		}
+	}
 	if l.Session == "" {
 		l.Session = sessionID()
 	}
