@@ -52,6 +52,9 @@ func EgressPolicy(c *Config, agent, home string, environ []string) (policy.Polic
 	if c.HostPorts != nil {
 		keys["host_ports"] = c.HostPorts
 	}
+	if hosts := c.SSHHostList(); hosts != nil {
+		keys["ssh_hosts"] = hosts
+	}
 	pol, err := policy.Parse(keys, agent, home)
 	if err != nil {
 		return policy.Policy{}, fmt.Errorf("%s: %w (fix that key in %s)", ConfigPath, err, ConfigPath)

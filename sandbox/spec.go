@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/internal/paths"
+	"github.com/cco-dev/cco/sandbox/sshagent"
 )
 
 // Bind is one bind mount: Src on the host at Dst inside the jail. A
@@ -140,6 +141,9 @@ type Spec struct {
 	// read-only at the fixed EgressSocket inside: after the /tmp and /run
 	// tmpfs that would cover it. "" when no proxy runs.
 	EgressSocket string
+	// SSHAgentSocket is the user's ssh-agent socket, bound at
+	// sshagent.SocketPath (ssh_agent).
+	SSHAgentSocket string
 	// HostPorts are the host loopback ports whose listeners the endpoint's
 	// maker makes beside it in the jail (Launch.HostPorts).
 	HostPorts []int
@@ -329,6 +333,11 @@ func (s *Spec) argv(d donor) []string {
 	}
 	if s.EgressSocket != "" {
 		a = append(a, "--ro-bind", s.EgressSocket, EgressSocket)
+	}
+	if s.SSHAgentSocket != "" {
+		// Checked by the launcher (sshagent.CheckSocket): a socket of the
+		// user's, no link. Root's view maps its directory (rootview.Trees).
+		a = append(a, "--ro-bind", s.SSHAgentSocket, sshagent.SocketPath)
 	}
 	if s.Marker != nil {
 		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(s.Marker)), MarkerPath)

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/pty"
 	"github.com/cco-dev/cco/sandbox/saferead"
 	"github.com/cco-dev/cco/sandbox/seccomp"
+	"github.com/cco-dev/cco/sandbox/sshagent"
 	"github.com/cco-dev/cco/sandbox/supervise"
 )
 
@@ -130,6 +132,28 @@ func Start(l *Launch) (*Session, error) {
 	} else if r.px, err = spawn.Start(SystemRoot+ProxyPath, pol, l.Session, saferead.ReadCapped); err != nil {
 		return nil, &LaunchError{Code: ExitCannotRun, Msg: fmt.Sprintf("not starting %s: %v", p.Name, err)}
 	}
+	if pol.Mode != policy.ModeOff && l.Config.SSHAgent {
+		l.SSHHosts = pol.SSHHosts
+		sock := ""
+		for _, kv := range l.Environ {
+			if v, ok := strings.CutPrefix(kv, "SSH_AUTH_SOCK="); ok {
+				sock = v
+			}
+		}
+		if err := sshagent.CheckSocket(sock, os.Geteuid()); err != nil {
+			fmt.Fprintf(l.Messages, "cco: %s\n", safetext.Escape(err.Error()))
+			sock = ""
+		}
+		if sock != "" {
+			// Beside the egress socket: the jail's private agent socket.
+			relay := strings.TrimSuffix(r.px.Socket, ".sock") + ".ssh.sock"
+			if r.sshRelay, err = sshagent.StartRelay(relay, sock); err != nil {
+				r.stopProxy()
+				return nil, cannotBuild(err)
+			}
+			l.SSHAgentSocket = relay
+		}
+	}
 	s, err := r.plan(l, pol.Mode)
 	if err != nil {
 		r.stopProxy()
@@ -148,8 +172,9 @@ type launched struct {
 	name, bwrap string
 	stderr      io.Writer
 	euid        int
-	px          *spawn.Proxy // nil with egress off
-	helper      bool         // the agent starts through the in-jail helper
+	px          *spawn.Proxy    // nil with egress off
+	sshRelay    *sshagent.Relay // ssh_agent's socket for the jail, or nil
+	helper      bool            // the agent starts through the in-jail helper
 	spec        *Spec
 	stdio       [3]*os.File
 	don         *donation
@@ -439,6 +464,7 @@ func (s *launched) wait() int {
 }
 
 func (s *launched) stopProxy() {
+	s.sshRelay.Close()
 	if s.px != nil {
 		s.px.Stop()
 	}

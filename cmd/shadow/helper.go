@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,8 +26,10 @@ import (
 // helper runs the in-sandbox modes:
 //
 //	sandbox-helper guard <hook> [args...]    the guard's hooks
-//	sandbox-helper exec [--endpoint-fd N] -- <program> [args]
+//	sandbox-helper exec [--endpoint-fd N] [--host-ports P,...] -- <program> [args]
 //	                                         start the agent inside the jail
+//	sandbox-helper connect <host> <port>     ssh's ProxyCommand: a tunnel
+//	                                         through the agent's proxy endpoint
 //
 // exec refuses unless sandbox.ProbeJail passes: on the host it must never
 // start a vendor binary unwrapped.
@@ -36,6 +39,8 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "connect":
+		return connect(args[1:], stdin, stdout, stderr)
 	case "guard":
 		if len(args) < 2 {
 			fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper guard <hook> [args...]")
@@ -159,4 +164,37 @@ func runAgent(agentName string, argv, env []string, stay bool, stderr io.Writer)
 		return exitNotFound
 	}
 	return exitCannotRun
+}
+
+// connect is ssh's ProxyCommand in a jail with ssh_agent on
+// (sandbox/sshagent): a CONNECT host:port through the agent's proxy
+// endpoint, then the bytes both ways. The egress proxy decides (port 22
+// to ssh_hosts only) and records the connection.
+func connect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 2 {
+		fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper connect <host> <port> (ssh's ProxyCommand in the jail)")
+		return 2
+	}
+	if _, err := sandbox.ProbeJail(); err != nil {
+		fmt.Fprintf(stderr, "cco sandbox-helper: connect runs only inside a cco jail: %v\n", err)
+		return exitCannotRun
+	}
+	c, err := net.Dial("tcp", spawn.Endpoint.String())
+	if err != nil {
+		fmt.Fprintf(stderr, "cco sandbox-helper: the egress proxy's endpoint %s: %v\n", spawn.Endpoint, err)
+		return exitCannotRun
+	}
+	defer c.Close()
+	if err := bridge.OpenTunnel(c, net.JoinHostPort(args[0], args[1])); err != nil {
+		fmt.Fprintf(stderr, "cco sandbox-helper: %v\n", err)
+		return exitCannotRun
+	}
+	go func() {
+		io.Copy(c, stdin)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+	}()
+	io.Copy(stdout, c)
+	return 0
 }

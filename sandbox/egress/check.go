@@ -61,7 +61,9 @@ func (p *Proxy) decide(target string, connect bool) verdict {
 		v.host, v.addrs, v.hostLoopback = a.String(), []netip.Addr{a, other}, true
 		return v
 	}
-	if !slices.Contains(pol.EffectivePorts(), port) {
+	// ssh_hosts on port 22: named by the operator for ssh (ssh_agent).
+	sshHost := port == sshPort && policy.MatchRule(pol.SSHHosts, strings.TrimSuffix(strings.ToLower(host), "."))
+	if !sshHost && !slices.Contains(pol.EffectivePorts(), port) {
 		v.reason = fmt.Sprintf("port %d is not in egress_ports %v", port, pol.EffectivePorts())
 		return v
 	}
@@ -95,7 +97,7 @@ func (p *Proxy) decide(target string, connect bool) verdict {
 		return v
 	}
 	exempt := policy.MatchRule(lower(pol.AllowHost), host)
-	if pol.EffectiveMode() == ModeAllowlist && !exempt && !policy.MatchRule(lower(pol.Allow), host) {
+	if pol.EffectiveMode() == ModeAllowlist && !exempt && !sshHost && !policy.MatchRule(lower(pol.Allow), host) {
 		v.reason = fmt.Sprintf("%s is not in egress_allow", host)
 		return v
 	}
@@ -181,6 +183,9 @@ func (p *Proxy) refusedAddr(a netip.Addr) string {
 	}
 	return ""
 }
+
+// sshPort is SSH's, which ssh_hosts open.
+const sshPort = 22
 
 // hostLoopback is the host loopback address a destination names:
 // 127.0.0.1 for "localhost", else the loopback literal itself.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -98,10 +99,10 @@ func ServeConnect(ln net.Listener, socketPath, target string) (*Bridge, error) {
 	return b, nil
 }
 
-// openTunnel asks the proxy on u for a tunnel to target and reads its
+// OpenTunnel asks the proxy on u for a tunnel to target and reads its
 // answer's head byte by byte, so that nothing the destination sends
-// first is taken with it.
-func openTunnel(u net.Conn, target string) error {
+// first (an SSH server's banner) is taken with it.
+func OpenTunnel(u net.Conn, target string) error {
 	if _, err := fmt.Fprintf(u, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target); err != nil {
 		return err
 	}
@@ -116,7 +117,13 @@ func openTunnel(u net.Conn, target string) error {
 		head = append(head, one[0])
 		if len(head) >= 4 && string(head[len(head)-4:]) == "\r\n\r\n" {
 			if len(head) < 12 || string(head[9:12]) != "200" {
-				return fmt.Errorf("the proxy refused the tunnel to %s", target)
+				why := ""
+				for _, l := range strings.Split(string(head), "\r\n") {
+					if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Cco-Egress-Reason") {
+						why = ": " + strings.TrimSpace(v)
+					}
+				}
+				return fmt.Errorf("the egress proxy refused the tunnel to %s%s", target, why)
 			}
 			return nil
 		}
@@ -160,7 +167,7 @@ func (b *Bridge) accept() {
 			b.mu.Lock()
 			target := b.connect
 			b.mu.Unlock()
-			if target != "" && openTunnel(u, target) != nil {
+			if target != "" && OpenTunnel(u, target) != nil {
 				return
 			}
 			Relay(c, u)

@@ -49,10 +49,14 @@ type Policy struct {
 	// loopback: host_ports and the port of the agent's own endpoint on
 	// the host's loopback (docs/adr/0131-host-loopback-ports.md).
 	HostPorts []int `json:",omitempty"`
+	// SSHHosts are the hosts port 22 is allowed to, whatever
+	// egress_ports and the allowlist say: ssh_hosts, with ssh_agent on
+	// (docs/adr/0132-ssh-through-the-egress-proxy.md).
+	SSHHosts []string `json:",omitempty"`
 }
 
 // Keys are the sandbox.toml keys Parse reads; others are ignored.
-var Keys = []string{"egress", "egress_allow", "allow_host", "allow_ip", "egress_ports", "egress_log", "egress_upstream", "host_ports"}
+var Keys = []string{"egress", "egress_allow", "allow_host", "allow_ip", "egress_ports", "egress_log", "egress_upstream", "host_ports", "ssh_hosts"}
 
 // commonAllow is what every agent needs besides its vendor: package
 // registries and forges.
@@ -159,6 +163,20 @@ func Parse(keys map[string]any, agent, home string) (Policy, error) {
 			return Policy{}, err
 		}
 		p.Upstream.Setting = s
+	}
+	if v, ok := keys["ssh_hosts"]; ok {
+		list, err := stringList("ssh_hosts", v)
+		if err != nil {
+			return Policy{}, err
+		}
+		for _, h := range list {
+			if strings.HasPrefix(h, "*") {
+				return Policy{}, fmt.Errorf("ssh_hosts: %q: name each host (\"github.com\"), no wildcard", h)
+			}
+		}
+		if p.SSHHosts, err = hostRules("ssh_hosts", list); err != nil {
+			return Policy{}, err
+		}
 	}
 	if v, ok := keys["host_ports"]; ok {
 		ports, err := HostPortList(v)
@@ -525,7 +543,7 @@ func Decode(line []byte) (Policy, error) {
 	if err := p.Validate(); err != nil {
 		return Policy{}, err
 	}
-	for _, list := range [][]string{p.Allow, p.AllowHost} {
+	for _, list := range [][]string{p.Allow, p.AllowHost, p.SSHHosts} {
 		for _, r := range list {
 			if !ValidName(strings.TrimPrefix(r, "*.")) {
 				return Policy{}, fmt.Errorf("decoding the egress policy: %q is not a host rule", r)
