@@ -112,3 +112,25 @@ func TestAgentLoopbackPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestSSHHosts: port 22 is open to ssh_hosts only, in either mode, and
+// still under the address check.
+func TestSSHHosts(t *testing.T) {
+	f := newFixture(t, Policy{Mode: ModeAllowlist, Allow: []string{"other.test"}, Ports: []int{443}, SSHHosts: []string{"git.test", "lan-git.test"}},
+		map[string]string{"git.test": "8.8.8.8", "other.test": "8.8.4.4", "lan-git.test": "10.0.0.9"})
+	for _, tc := range []struct {
+		target string
+		ok     bool
+		why    string
+	}{
+		{"git.test:22", true, ""},
+		{"other.test:22", false, "port 22 is not in egress_ports"},
+		{"git.test:2222", false, "port 2222 is not in egress_ports"},
+		{"lan-git.test:22", false, "private"},
+	} {
+		v := f.p.decide(tc.target, true)
+		if (v.reason == "") != tc.ok || !strings.Contains(v.reason, tc.why) {
+			t.Errorf("%s: %q, want ok=%v %q", tc.target, v.reason, tc.ok, tc.why)
+		}
+	}
+}

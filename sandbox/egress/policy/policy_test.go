@@ -250,3 +250,15 @@ func TestLoopbackAllowIPRefused(t *testing.T) {
 		t.Errorf("decode: %v %v", q.HostPorts, err)
 	}
 }
+
+func TestSSHHostsParse(t *testing.T) {
+	p, err := Parse(map[string]any{"ssh_hosts": []any{"GitHub.com", "git.corp.example."}}, "claude", "/home/u")
+	if err != nil || strings.Join(p.SSHHosts, ",") != "github.com,git.corp.example" {
+		t.Fatalf("ssh_hosts: %v %v", p.SSHHosts, err)
+	}
+	for _, bad := range []string{"*.corp.example", "10.0.0.1", "git.corp.example:22", "ssh://github.com"} {
+		if _, err := Parse(map[string]any{"ssh_hosts": []any{bad}}, "claude", "/home/u"); err == nil || !strings.Contains(err.Error(), "ssh_hosts") {
+			t.Errorf("ssh_hosts %q: %v", bad, err)
+		}
+	}
+}
