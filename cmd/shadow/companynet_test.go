@@ -195,6 +195,11 @@ func (p *corpProxy) serve(c net.Conn) {
 	p.mu.Lock()
 	p.log = append(p.log, req.Method+" "+target+" auth="+got)
 	p.mu.Unlock()
+	if p.user == "" {
+		// A proxy that speaks only Kerberos and NTLM.
+		io.WriteString(c, "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Negotiate\r\nProxy-Authenticate: NTLM\r\nContent-Length: 0\r\n\r\n")
+		return
+	}
 	if got != "Basic "+base64.StdEncoding.EncodeToString([]byte(p.user+":"+p.pass)) {
 		io.WriteString(c, "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"corp\"\r\nContent-Length: 0\r\n\r\n")
 		return
@@ -325,5 +330,31 @@ cat %s/etc/cco/sandbox.toml
 				t.Errorf("the audit log:\n%s", audit)
 			}
 		})
+	}
+}
+
+// TestEgressUpstreamNegotiate: behind a proxy that asks for Negotiate and
+// NTLM, the agent gets a 502 whose reason names the upstream and the
+// schemes, and the session ends with one line saying so.
+func TestEgressUpstreamNegotiate(t *testing.T) {
+	root := systemRoot(t)
+	n := newCompanyNet(t)
+	corp := newCorpProxy(t, n, "", "", nil)
+	withConfig(t, root, "")
+	w := newWorld(t, asNobody)
+	script := `curl -sS --max-time 20 -o /dev/null -w 'status %{http_connect}\n' https://git.corp.test/ 2>/dev/null; true`
+	c := w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "sh", "script": script}))
+	c.Env = append(c.Env, "https_proxy=http://"+corp.addr)
+	n.wrap(c, asNobody)
+	r := runCmd(t, c)
+	if !strings.Contains(r.stdout, "status 502") {
+		t.Errorf("the agent's answer: %q", r.stdout)
+	}
+	want := "cco: egress upstream proxy failed this session: upstream proxy " + corp.addr + " asks for Negotiate, NTLM authentication, which cco does not speak"
+	if strings.Count(r.stderr, "cco: egress upstream proxy failed") != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr lacks the one line %q:\n%s", want, r.stderr)
+	}
+	if log := corp.requests(); len(log) != 1 || log[0] != "CONNECT git.corp.test:443 auth=" {
+		t.Errorf("the company proxy's log: %q", log)
 	}
 }
