@@ -39,8 +39,9 @@ import (
 
 // companyNet is the namespace: listen makes a listener in it.
 type companyNet struct {
-	ns  string // the namespace's file, for nsenter --net
-	req chan listenReq
+	ns     string // the namespace's file, for nsenter --net
+	req    chan listenReq
+	closed chan struct{} // the test ended: no more requests
 }
 
 type listenReq struct {
@@ -61,7 +62,7 @@ type listenRes struct {
 func newCompanyNet(t *testing.T) *companyNet {
 	t.Helper()
 	testenv.RequireRoot(t)
-	n := &companyNet{req: make(chan listenReq)}
+	n := &companyNet{req: make(chan listenReq), closed: make(chan struct{})}
 	ready := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
@@ -75,7 +76,13 @@ func newCompanyNet(t *testing.T) *companyNet {
 		}
 		n.ns = fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
 		ready <- nil
-		for r := range n.req {
+		for {
+			var r listenReq
+			select {
+			case r = <-n.req:
+			case <-n.closed:
+				return
+			}
 			if r.dial {
 				c, err := net.DialTimeout(r.network, r.addr, 10*time.Second)
 				r.done <- listenRes{c: c, err: err}
@@ -88,7 +95,7 @@ func newCompanyNet(t *testing.T) *companyNet {
 	if err := <-ready; err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { close(n.req) })
+	t.Cleanup(func() { close(n.closed) })
 	return n
 }
 
@@ -127,8 +134,12 @@ func (n *companyNet) listen(t *testing.T, network, addr string) net.Listener {
 
 // dial connects to addr from inside the namespace.
 func (n *companyNet) dial(network, addr string) (net.Conn, error) {
-	done := make(chan listenRes)
-	n.req <- listenReq{network: network, addr: addr, dial: true, done: done}
+	done := make(chan listenRes, 1)
+	select {
+	case n.req <- listenReq{network: network, addr: addr, dial: true, done: done}:
+	case <-n.closed:
+		return nil, net.ErrClosed
+	}
 	r := <-done
 	return r.c, r.err
 }
