@@ -135,8 +135,9 @@ type Prep struct {
 var protectedSystem = []string{"/etc", "/usr", "/var/lib/cco", "/boot", "/proc", "/sys", "/dev"}
 
 // protectedHome are the home's trees that hold credentials or cco's own
-// bookkeeping: every agent's login directories among them.
-var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco", caches.Root}, agent.LoginDirs()...)
+// bookkeeping (the user's own layer of sandbox.toml among it): every
+// agent's login directories among them.
+var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco", caches.Root, userConfigDir}, agent.LoginDirs()...)
 
 // Plan decides the jail for one launch: the Spec and the host-side work
 // that must happen before bwrap runs. It reads the filesystem but changes

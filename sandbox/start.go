@@ -83,6 +83,7 @@ func Start(l *Launch) (*Session, error) {
 	if l.Messages == nil {
 		l.Messages = safetext.Writer{W: l.Stderr}
 	}
+	userLayer := l.Config == nil
 	if l.Config == nil {
 		cfg, err := LoadConfig(SystemRoot + ConfigPath)
 		if err != nil {
@@ -107,6 +108,11 @@ func Start(l *Launch) (*Session, error) {
 			return nil, cannotBuild(err)
 		}
 		l.Home, l.User, l.UID = home, name, os.Getuid()
+	}
+	if userLayer {
+		if err := applyUserLayer(l); err != nil {
+			return nil, cannotBuild(err)
+		}
 	}
 	pol, err := EgressPolicy(l.Config, p.Name, l.Home)
 	if err != nil {

@@ -418,7 +418,7 @@ func dispatch(ctx context.Context, flags *pflag.FlagSet, o *options, sio stdio) 
 	}
 	switch o.sub {
 	case "config":
-		return printConfig(cfg, o, sio.out)
+		return printConfig(root, cfg, o, sio.out)
 	case "status":
 		return status(ctx, root, cfg, o, sio.out)
 	}
