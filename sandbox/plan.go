@@ -158,6 +158,12 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		return nil, nil, err
 	}
 	s := &Spec{Home: home, Workspace: ws, Chdir: l.Cwd, Terminal: l.Terminal}
+	if ws != "" {
+		// The agent starts in the directory's real path (bwrap cannot
+		// chdir through a link the jail does not show), or in the
+		// shell's logical path where the jail can show it (logicalPWD).
+		s.Chdir, _ = realDir(l.Cwd, "current directory")
+	}
 	pr := &Prep{}
 	if noWorkspace {
 		// The home is no project: the agent starts in an empty private
@@ -313,6 +319,12 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		}
 	}
 	s.Env = append(env, s.Env...)
+	if ws != "" {
+		// bwrap sets $PWD to the directory it changes into.
+		if pwd := logicalPWD(s, l.Cwd); pwd != "" {
+			s.Chdir = pwd
+		}
+	}
 	if len(dropped) > 0 {
 		pr.Notes = append(pr.Notes, fmt.Sprintf("not passing %s into %s's jail: %s another agent's login",
 			agent.List(dropped, "and"), p.Name, pick(len(dropped) == 1, "it is", "they are")))
@@ -364,6 +376,71 @@ func realDir(p, what string) (string, error) {
 		return "", fmt.Errorf("the %s %s is not a directory", what, p)
 	}
 	return r, nil
+}
+
+// resolveHome makes the launch's home its real path: a home reached
+// through a link (/home/u2 -> /srv/h/u2) is then the same path for every
+// step of the launch (the registry, the caches, the jail's HOME), as Plan
+// sees it. A home that does not resolve is left for Plan to refuse.
+func resolveHome(l *Launch) {
+	if r, err := filepath.EvalSymlinks(l.Home); err == nil && filepath.IsAbs(l.Home) {
+		l.Home = r
+	}
+}
+
+// logicalPWD is the directory the agent starts in, and so its $PWD, when the shell's logical
+// path (logical, reached through a link) differs from the real one it
+// starts in: that path where the jail shows it, else "". A link in the
+// home, which the jail covers with its own tmpfs, is made there again
+// (s.Links), pointing at its real target; a link elsewhere shows as the
+// host has it, but in the private trees (/tmp, /run) and the masks.
+func logicalPWD(s *Spec, logical string) string {
+	logical = filepath.Clean(logical)
+	if !filepath.IsAbs(logical) || logical == s.Chdir {
+		return ""
+	}
+	link := ""
+	for p := logical; p != "/"; p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			link = p // the last one met walking up is the first on the way down
+		}
+	}
+	if link == "" || filepath.Dir(link) != mustReal(filepath.Dir(link)) {
+		return ""
+	}
+	target, err := filepath.EvalSymlinks(link)
+	if err != nil || filepath.Join(target, strings.TrimPrefix(logical, link)) != s.Chdir {
+		return "" // more links past the first: not one the jail can show as one
+	}
+	for _, m := range s.Masks {
+		if paths.Within(link, m.Path) {
+			return ""
+		}
+	}
+	if !paths.Within(link, s.Home) {
+		if slices.ContainsFunc(s.Private, func(d string) bool { return paths.Within(link, d) }) {
+			return ""
+		}
+		return logical
+	}
+	shown := false
+	s.eachBind(func(b *Bind, _ bool) {
+		if paths.Within(link, b.Dst) {
+			shown = true // a bound tree shows the host's link
+		}
+	})
+	if !shown {
+		s.Links = append(s.Links, Link{Target: target, Path: link})
+	}
+	return logical
+}
+
+// mustReal is p's real path, or p.
+func mustReal(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }
 
 // pickWorkspace picks and checks the read-write directory.
@@ -565,4 +642,35 @@ func allowedEnv(environ, pass []string) []string {
 		}
 	}
 	return out
+}
+
+// refuseGitLink refuses a repository's .git that is a link. Its fix keeps
+// the repository: the link becomes the gitdir file git itself writes for a
+// separate git directory (git init --separate-git-dir), with the
+// core.worktree that names the checkout back, which the jail follows and
+// protects as a worktree's admin directory.
+func refuseGitLink(g string) error {
+	target, err := filepath.EvalSymlinks(g)
+	if err != nil || !isGitDir(target) {
+		return refuseLink(g) // no repository's admin directory: nothing to keep
+	}
+	checkout := filepath.Dir(g)
+	return fmt.Errorf("%s is a symbolic link to %s, and the jail never binds what a link points to; a gitdir file in its place keeps the repository, which the jail protects (fix: git --git-dir=%s config core.worktree %s && rm %s && echo 'gitdir: %s' > %s)",
+		g, target, shellQuote(target), shellQuote(checkout), shellQuote(g), target, shellQuote(g))
+}
+
+// isGitDir tells a repository's admin directory: a HEAD file and an
+// objects directory.
+func isGitDir(d string) bool {
+	h, err := os.Lstat(filepath.Join(d, "HEAD"))
+	o, oerr := os.Lstat(filepath.Join(d, "objects"))
+	return err == nil && oerr == nil && h.Mode().IsRegular() && o.IsDir()
+}
+
+// shellQuote quotes p for a fix the user pastes into a shell.
+func shellQuote(p string) string {
+	if p != "" && !strings.ContainsAny(p, " \t\n'\"$`\\;&|<>()*?[]{}~#!") {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }

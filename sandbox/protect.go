@@ -258,7 +258,7 @@ func (pl *planner) repo(g string) error {
 		return nil // gone since it was listed
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return refuseLink(g)
+		return refuseGitLink(g)
 	}
 	if fi.IsDir() {
 		return pl.gitDir(g, g)

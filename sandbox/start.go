@@ -109,6 +109,7 @@ func Start(l *Launch) (*Session, error) {
 		}
 		l.Home, l.User, l.UID = home, name, os.Getuid()
 	}
+	resolveHome(l)
 	if userLayer {
 		if err := applyUserLayer(l); err != nil {
 			return nil, cannotBuild(err)

@@ -78,4 +78,3 @@ func sandboxConfig(root provision.FileReader) sandboxDoc {
 	doc.Keys = c.Effective()
 	return doc
 }
-
