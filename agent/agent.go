@@ -145,6 +145,16 @@ type Profile struct {
 	rewrite func(args []string, o Options) []string
 	// subcommand is the subcommand the user's arguments name ("": none).
 	subcommand func(args []string) string
+	// readOnly tells whether the user's arguments ask the agent's own
+	// sandbox for a read-only workspace (nil: no agent's mode does).
+	readOnly func(args []string) bool
+}
+
+// ReadOnlyWorkspace reports whether the user's arguments ask for a
+// read-only workspace (codex -s read-only): the jail then binds it
+// read-only.
+func (p *Profile) ReadOnlyWorkspace(args []string) bool {
+	return p.readOnly != nil && p.readOnly(args)
 }
 
 // Installers describes where a vendor's own installers put the agent's
@@ -261,6 +271,7 @@ var table = map[string]*Profile{
 		LoginEndpoints: []string{"auth.openai.com"},
 		rewrite:        codexArgs,
 		subcommand:     codexSubcommand,
+		readOnly:       codexReadOnly,
 	},
 	// Gemini CLI is a bundled Node program. Its script's #!/usr/bin/env
 	// node would take the first node on the jail's PATH: the jail runs the

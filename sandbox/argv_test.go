@@ -165,7 +165,7 @@ func (f *fixture) plan(t *testing.T, name string, uid int, cfg *Config, env []st
 		cfg = &Config{}
 	}
 	s, pr, err := Plan(&Launch{Profile: p, Config: cfg, Home: f.home, User: "ada", UID: uid, Cwd: f.ws,
-		Environ: env, Session: "s1", Args: []string{"--chrome", "-s", "read-only", "hi"}})
+		Environ: env, Session: "s1", Args: []string{"--chrome", "-s", "workspace-write", "hi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestArgvCommon(t *testing.T) {
 			}
 			c.n++
 			if c.argv[len(c.argv)-1] != "hi" || (name == "claude" && slices.Contains(c.argv[i:], "--chrome")) ||
-				(name == "codex" && slices.Contains(c.argv[i:], "read-only")) {
+				(name == "codex" && slices.Contains(c.argv[i:], "workspace-write")) {
 				t.Errorf("user args not rewritten: %q", c.argv[i:])
 			}
 			t.Logf("%s: %d argv assertions", name, c.n)
@@ -327,7 +327,7 @@ func TestArgvClaude(t *testing.T) {
 	c.lacks("--ro-bind", h+"/.claude.json", h+"/.claude.json")
 	i := slices.Index(c.argv, "--")
 	c.n++
-	if !slices.Equal(c.argv[i+4:], []string{SystemRoot + "/usr/libexec/cco/claude/current/claude", "--no-chrome", "-s", "read-only", "hi"}) {
+	if !slices.Equal(c.argv[i+4:], []string{SystemRoot + "/usr/libexec/cco/claude/current/claude", "--no-chrome", "-s", "workspace-write", "hi"}) {
 		t.Errorf("claude command %q", c.argv[i+1:])
 	}
 	c.n++

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/caches"
@@ -173,6 +175,14 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pr.Notes = append(pr.Notes, fmt.Sprintf("%s is your home or holds it, not a project: %s starts with no workspace, in an empty private directory (cd into a project to work on it)", l.Cwd, p.Name))
 	}
 
+	readOnly, why := readOnlyWorkspace(l, ws)
+	if readOnly {
+		// Nothing in it can change: none of the protections a writable
+		// workspace needs (mount points, stand-ins, placeholders) is made.
+		s.WorkspaceReadOnly = true
+		pr.Notes = append(pr.Notes, why)
+	}
+
 	s.Private = privateDirs(l.Environ)
 
 	// The profile's login state, read-write; everything else of the home
@@ -184,7 +194,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	}
 	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{},
 		hostBound: pathsOf(s.HomeBinds), willExist: pr.LoginDirs}
-	if ws != "" {
+	if ws != "" && !readOnly {
 		pl.hostBound = append(pl.hostBound, ws)
 	}
 	for _, rel := range p.HomeReadOnly {
@@ -199,7 +209,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	pl.cachePlaces(p.Name, l.Config.Caches, tools)
 	apart := homeTreesApart(home, tools)
 	if ws != "" {
-		if err := refuseOverHomeTrees(ws, "workspace", apart); err != nil {
+		if err := refuseOverHomeTrees(ws, "workspace", apart, home); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -234,13 +244,13 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		if err := refuseTree(w, home, "allow_write entry", shared); err != nil {
 			return nil, nil, err
 		}
-		if err := refuseOverHomeTrees(w, "allow_write entry", apart); err != nil {
+		if err := refuseOverHomeTrees(w, "allow_write entry", apart, home); err != nil {
 			return nil, nil, err
 		}
 		s.Writable = append(s.Writable, Bind{Src: w, Dst: w, Try: true})
 		pl.hostBound = append(pl.hostBound, w)
 	}
-	if ws != "" {
+	if ws != "" && !readOnly {
 		if err := pl.protectWorkspace(); err != nil {
 			return nil, nil, err
 		}
@@ -378,6 +388,25 @@ func realDir(p, what string) (string, error) {
 	return r, nil
 }
 
+// readOnlyWorkspace decides whether the workspace is bound read-only, and
+// the line that says why: it lies on a read-only mount (a reference
+// checkout, a read-only share), where a writable workspace's protections
+// could not be made and are not needed, or the agent's own arguments ask
+// for a read-only one (codex -s read-only).
+func readOnlyWorkspace(l *Launch, ws string) (bool, string) {
+	if ws == "" {
+		return false, ""
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(ws, &st); err == nil && st.Flags&unix.ST_RDONLY != 0 {
+		return true, fmt.Sprintf("the workspace %s is on a read-only mount: %s sees it read-only, and nothing is created in it", ws, l.Profile.Name)
+	}
+	if l.Profile.ReadOnlyWorkspace(l.Args) {
+		return true, fmt.Sprintf("%s's read-only sandbox mode: the workspace %s is read-only in the jail (%s's own sandbox is off, its approvals as you gave them)", l.Profile.Name, ws, l.Profile.Name)
+	}
+	return false, ""
+}
+
 // resolveHome makes the launch's home its real path: a home reached
 // through a link (/home/u2 -> /srv/h/u2) is then the same path for every
 // step of the launch (the registry, the caches, the jail's HOME), as Plan
@@ -482,12 +511,11 @@ const NoWorkspaceDir = "/tmp/cco-no-workspace"
 // sockets live there), or that is the top of a tree shared between
 // projects.
 func refuseTree(p, home, what string, shared []string) error {
-	fix := refusalFix(what)
 	if p == "/" {
-		return fmt.Errorf("refusing the %s /: it would make the whole system writable %s", what, fix)
+		return fmt.Errorf("refusing the %s /: it would make the whole system writable %s", what, refusalFix(what, p, "/", home, false))
 	}
 	if paths.Within(home, p) {
-		return fmt.Errorf("refusing the %s %s: it is the home %s or contains it, and would uncover the home's credentials %s", what, p, home, fix)
+		return fmt.Errorf("refusing the %s %s: it is the home %s or contains it, and would uncover the home's credentials %s", what, p, home, refusalFix(what, p, home, home, false))
 	}
 	trees := append([]string{}, protectedSystem...)
 	for _, h := range protectedHome {
@@ -495,17 +523,17 @@ func refuseTree(p, home, what string, shared []string) error {
 	}
 	for _, t := range trees {
 		if paths.Within(p, t) || paths.Within(t, p) {
-			return fmt.Errorf("refusing the %s %s: it is in or contains the protected tree %s %s", what, p, t, fix)
+			return fmt.Errorf("refusing the %s %s: it is in or contains the protected tree %s %s", what, p, t, refusalFix(what, p, t, home, false))
 		}
 	}
 	for _, t := range shared {
 		if paths.Within(p, t) || paths.Within(t, p) {
-			return fmt.Errorf("refusing the %s %s: it is in or contains %s, a tree shared with other programs and their sockets %s", what, p, t, fix)
+			return fmt.Errorf("refusing the %s %s: it is in or contains %s, a tree shared with other programs and their sockets %s", what, p, t, refusalFix(what, p, t, home, false))
 		}
 	}
 	for _, t := range sharedTops {
 		if p == t {
-			return fmt.Errorf("refusing the %s %s: it is the top of a tree shared between projects (a project below it is fine) %s", what, p, fix)
+			return fmt.Errorf("refusing the %s %s: it is the top of a tree shared between projects (a project below it is fine) %s", what, p, refusalFix(what, p, t, home, true))
 		}
 	}
 	return nil
@@ -528,24 +556,44 @@ func homeTreesApart(home string, toolchains []string) []string {
 // read-write after them, it would make a toolchain writable, or hand the
 // session the host's own cache (~/go/pkg/mod), whose modules the user's go
 // build compiles.
-func refuseOverHomeTrees(p, what string, apart []string) error {
+func refuseOverHomeTrees(p, what string, apart []string, home string) error {
 	for _, t := range apart {
 		if paths.Within(p, t) || paths.Within(t, p) {
-			return fmt.Errorf("refusing the %s %s: it is in or holds %s, which the jail shows read-only or as the agent's own cache, never the host's to write %s", what, p, t, refusalFix(what))
+			return fmt.Errorf("refusing the %s %s: it is in or holds %s, which the jail shows read-only or as the agent's own cache, never the host's to write %s", what, p, t, refusalFix(what, p, t, home, false))
 		}
 	}
 	return nil
 }
 
-// refusalFix is what to do about a refused read-write path, by what it is.
-func refusalFix(what string) string {
+// refusalFix is what to do about the read-write path p, refused for the
+// tree t, by what it is: each works when applied literally
+// (cmd/shadow's TestRefusalFixesWork). A workspace in a refused tree is
+// copied to the home, where it can be one; one that holds a refused tree
+// (or tops a shared one) gives way to a project below it. workspace_root
+// is no way out: it must hold the current directory, so it would be
+// refused for the same tree.
+func refusalFix(what, p, t, home string, top bool) string {
 	switch what {
 	case "allow_write entry":
-		return "(fix: remove it from allow_write in " + ConfigPath + ")"
+		return "(fix: remove " + p + " from allow_write in " + ConfigPath + ")"
 	case "git directory":
 		return "(fix: keep the repository's git directory in the project, or launch elsewhere)"
 	}
-	return "(fix: cd into a project directory, or set workspace_root in " + ConfigPath + ")"
+	if top {
+		return "(fix: cd into a project directory below " + p + ", such as " + filepath.Join(p, "<project>") + ")"
+	}
+	if p == t || p == "/" {
+		return "(fix: cd into a project directory, such as " + filepath.Join(home, "src", "<project>") + ")"
+	}
+	if paths.Within(t, p) {
+		return "(fix: cd into a project directory below " + p + " that does not hold " + t + ", such as " + filepath.Join(p, "<project>") + ")"
+	}
+	dest := filepath.Join(home, filepath.Base(p))
+	if _, err := os.Lstat(dest); err == nil || dest == p || paths.Within(dest, t) {
+		dest = filepath.Join(home, "src", filepath.Base(p))
+	}
+	return "(fix: copy the project out of " + t + " and work there: mkdir -p " + shellQuote(filepath.Dir(dest)) +
+		" && cp -a " + shellQuote(p) + " " + shellQuote(dest) + " && cd " + shellQuote(dest) + ")"
 }
 
 // sharedTops are trees whose top holds many projects: a project below one

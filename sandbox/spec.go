@@ -106,8 +106,12 @@ type Spec struct {
 	HomeReadOnly []Bind
 	// Writable are extra read-write binds (allow_write, forge token dirs).
 	Writable []Bind
-	// Workspace is bound read-write.
+	// Workspace is bound read-write, or read-only with WorkspaceReadOnly.
 	Workspace string
+	// WorkspaceReadOnly binds the workspace read-only (a read-only mount,
+	// or the agent's read-only mode): nothing is protected in it, since
+	// nothing there can change.
+	WorkspaceReadOnly bool
 	// workspace is Workspace as a Bind, for eachBind.
 	workspace Bind
 	// Trees are read-write binds of directories onto themselves after the
@@ -412,7 +416,7 @@ func (s *Spec) eachBind(f func(b *Bind, rw bool)) {
 	each(s.Writable, true)
 	if s.Workspace != "" {
 		s.workspace.Src, s.workspace.Dst = s.Workspace, s.Workspace
-		f(&s.workspace, true)
+		f(&s.workspace, !s.WorkspaceReadOnly)
 	}
 	each(s.Trees, true)
 	each(s.ReadOnly, false)
