@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,4 +163,180 @@ func git(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 	return string(out)
+}
+
+// listTree is every path below dir with its size and mode, for a
+// before-and-after comparison on the host.
+func listTree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			b.WriteString(p + " " + fi.Mode().String() + " " + strconv.FormatInt(fi.Size(), 10) + "\n")
+		}
+		return nil
+	})
+	return b.String()
+}
+
+// inReadOnlyBind wraps c so that it runs in a mount namespace of its own
+// where dir is bound read-only onto itself (as root; then as c's user).
+func inReadOnlyBind(c *exec.Cmd, dir string, u runAs) {
+	setup := `mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" "$1" && shift && exec "$@"`
+	args := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", setup, "sh", dir}
+	if u.uid != 0 {
+		args = append(args, "setpriv", "--reuid="+strconv.Itoa(u.uid), "--regid="+strconv.Itoa(u.gid), "--clear-groups", "--")
+	}
+	args = append(args, c.Args...)
+	args[len(args)-len(c.Args)] = c.Path
+	c.Path, c.Args = "/usr/bin/unshare", args
+	c.SysProcAttr = nil
+}
+
+// TestReadOnlyWorkspaceMount: a repository on a read-only mount (a bind
+// made read-only in a mount namespace of the test's) starts the agent with
+// the workspace read-only, one line saying so; nothing is created in it,
+// and the agent's write is refused.
+func TestReadOnlyWorkspaceMount(t *testing.T) {
+	eachUser(t, func(t *testing.T, root string, u runAs) {
+		w := newWorld(t, u)
+		before := listTree(t, w.ws)
+		for _, name := range []string{"claude", "codex"} {
+			c := w.cmd(root, name, w.ws, "probe", params(map[string]any{"mode": "sh", "script": `cat .git/config >/dev/null && echo read-ok
+echo x > new-file && echo "wrote new-file"; mkdir .claude/x && echo "made .claude/x"; true`}))
+			inReadOnlyBind(c, w.ws, u)
+			r := runCmd(t, c)
+			if r.code != 0 || !strings.Contains(r.stdout, "read-ok") {
+				t.Fatalf("%s: exit %d\nstdout %s\nstderr %s", name, r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stdout, "wrote") || strings.Contains(r.stdout, "made") {
+				t.Errorf("%s: the agent wrote the read-only workspace:\n%s", name, r.stdout)
+			}
+			if n := strings.Count(r.stderr, "is on a read-only mount"); n != 1 || !strings.Contains(r.stderr, w.ws) {
+				t.Errorf("%s: the line saying so (%d times):\n%s", name, n, r.stderr)
+			}
+		}
+		if after := listTree(t, w.ws); after != before {
+			t.Errorf("the workspace changed on the host:\nbefore\n%s\nafter\n%s", before, after)
+		}
+	})
+}
+
+// TestCodexReadOnlySandbox: `codex -s read-only -a untrusted` (and
+// --sandbox read-only) runs with the workspace read-only in the jail, its
+// approvals as given and no bypass; the agent's write is refused and the
+// host's tree is unchanged.
+func TestCodexReadOnlySandbox(t *testing.T) {
+	eachUser(t, func(t *testing.T, root string, u runAs) {
+		w := newWorld(t, u)
+		before := listTree(t, w.ws)
+		script := params(map[string]any{"mode": "sh", "script": `echo x > review-notes && echo "wrote notes"; echo y >> .git/config && echo "wrote config"; true`})
+		for _, flags := range [][]string{{"-s", "read-only", "-a", "untrusted"}, {"--sandbox", "read-only"}, {"--sandbox=read-only", "-a", "on-request"}} {
+			r := runCmd(t, w.cmd(root, "codex", w.ws, append(flags, "probe", script)...))
+			if r.code != 0 {
+				t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", flags, r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stdout, "wrote") {
+				t.Errorf("%v: the session wrote the workspace:\n%s", flags, r.stdout)
+			}
+			if !strings.Contains(r.stderr, "read-only sandbox mode") {
+				t.Errorf("%v: no line says the workspace is read-only:\n%s", flags, r.stderr)
+			}
+		}
+		// The argv codex got: approvals kept, its own sandbox off, no bypass.
+		r := runCmd(t, w.cmd(root, "codex", w.ws, "-s", "read-only", "-a", "untrusted", "probe", params(map[string]any{"mode": "argv"})))
+		argv := strings.Split(r.report["argv"], "\x1f")
+		if r.code != 0 || len(argv) < 5 || !slices.Equal(argv[1:5], []string{"--sandbox", "danger-full-access", "-a", "untrusted"}) || slices.Contains(argv, "--dangerously-bypass-approvals-and-sandbox") {
+			t.Errorf("codex's argv: %d %q\n%s", r.code, argv, r.stderr)
+		}
+		if after := listTree(t, w.ws); after != before {
+			t.Errorf("the workspace changed on the host:\nbefore\n%s\nafter\n%s", before, after)
+		}
+		// Without the read-only mode the same write lands (the agent can work).
+		r = runCmd(t, w.cmd(root, "codex", w.ws, "-s", "workspace-write", "probe", script))
+		if r.code != 0 || !strings.Contains(r.stdout, "wrote notes") || readFile(t, filepath.Join(w.ws, "review-notes")) != "x\n" {
+			t.Errorf("workspace-write: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
+
+// writeRootConfig puts text at the shared root's sandbox.toml until the
+// test ends.
+func writeRootConfig(t *testing.T, root, text string) {
+	t.Helper()
+	cfg := filepath.Join(root, "etc/cco/sandbox.toml")
+	must(t, os.WriteFile(cfg, []byte(text), 0o644))
+	t.Cleanup(func() { os.Remove(cfg) })
+}
+
+// TestUserLayerInJail: a user's ~/.config/cco/sandbox.toml narrows that
+// user's jail (a variable root passes is not passed, a file is hidden);
+// one that adds what root did not allow refuses the launch naming the
+// file, the key and the entry, and the fix (the entry removed) launches;
+// one writable by others is ignored with one line; a session cannot write
+// it; a workspace that holds it is refused.
+func TestUserLayerInJail(t *testing.T) {
+	eachUser(t, func(t *testing.T, root string, u runAs) {
+		w := newWorld(t, u)
+		writeRootConfig(t, root, "pass_env = [\"SENTINEL_VAR\"]\n")
+		secret := filepath.Join(w.ws, "secret.txt")
+		must(t, os.WriteFile(secret, []byte("s3cret"), 0o644))
+		layer := filepath.Join(w.home, ".config/cco/sandbox.toml")
+		must(t, os.MkdirAll(filepath.Dir(layer), 0o755))
+		chownAll(t, w.home, u)
+		setLayer := func(text string, mode os.FileMode) {
+			t.Helper()
+			must(t, os.WriteFile(layer, []byte(text), mode))
+			must(t, os.Chmod(layer, mode))
+			must(t, os.Lchown(layer, u.uid, u.gid))
+		}
+		script := `echo "SV=$SENTINEL_VAR"; cat secret.txt 2>/dev/null && echo " secret-read"
+mkdir -p ~/.config/cco 2>/dev/null; echo 'pass_env = ["SENTINEL_VAR", "X"]' > ~/.config/cco/sandbox.toml 2>/dev/null && echo "layer written"; true`
+
+		// Root's value alone: the variable passes.
+		os.Remove(layer)
+		r := w.sh(t, root, "claude", w.ws, script)
+		if r.code != 0 || !strings.Contains(r.stdout, "SV=leak") {
+			t.Fatalf("root's pass_env: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		// Narrowing: applied.
+		narrow := "pass_env = []\nhide = [\"" + secret + "\"]\n"
+		setLayer(narrow, 0o644)
+		r = w.sh(t, root, "claude", w.ws, script)
+		if r.code != 0 || !strings.Contains(r.stdout, "SV=\n") || strings.Contains(r.stdout, "secret-read") {
+			t.Errorf("narrowing not applied: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stdout, "layer written") || readFile(t, layer) != narrow {
+			t.Errorf("the session wrote the user layer: %q", readFile(t, layer))
+		}
+		// Widening: refused, naming the file, the key and the entry.
+		setLayer("pass_env = [\"SENTINEL_VAR\", \"OTHER_VAR\"]\n", 0o644)
+		r = w.sh(t, root, "claude", w.ws, script, "OTHER_VAR=x")
+		if r.code != exitCannotRun || !strings.Contains(r.stderr, layer) || !strings.Contains(r.stderr, `pass_env entry "OTHER_VAR"`) || !strings.Contains(r.stderr, "fix: remove \"OTHER_VAR\" from pass_env in "+layer) {
+			t.Errorf("widening: exit %d\nstderr %s", r.code, r.stderr)
+		}
+		// The fix, applied: the entry removed.
+		setLayer("pass_env = [\"SENTINEL_VAR\"]\n", 0o644)
+		if r = w.sh(t, root, "claude", w.ws, script); r.code != 0 || !strings.Contains(r.stdout, "SV=leak") {
+			t.Errorf("after the fix: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		// Root lets users add to pass_env: the addition is applied.
+		writeRootConfig(t, root, "pass_env = [\"SENTINEL_VAR\"]\nuser_may_add = [\"pass_env\"]\n")
+		setLayer("pass_env = [\"OTHER_VAR\"]\n", 0o644)
+		if r = w.sh(t, root, "claude", w.ws, `echo "OV=$OTHER_VAR SV=$SENTINEL_VAR"`, "OTHER_VAR=mine"); r.code != 0 || !strings.Contains(r.stdout, "OV=mine SV=\n") {
+			t.Errorf("an allowed addition: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		writeRootConfig(t, root, "pass_env = [\"SENTINEL_VAR\"]\n")
+		// Writable by others: ignored, with one line; root's values apply.
+		setLayer("pass_env = []\n", 0o666)
+		r = w.sh(t, root, "claude", w.ws, script)
+		if r.code != 0 || strings.Count(r.stderr, "ignoring your "+layer) != 1 || !strings.Contains(r.stdout, "SV=leak") {
+			t.Errorf("a layer writable by others: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		// A workspace that holds the layer is refused.
+		r = w.sh(t, root, "claude", filepath.Dir(layer), "echo started")
+		if r.code != exitCannotRun || strings.Contains(r.stdout, "started") || !strings.Contains(r.stderr, "protected tree "+filepath.Dir(layer)+" ") {
+			t.Errorf("a workspace holding the layer: exit %d\nstderr %s", r.code, r.stderr)
+		}
+	})
 }
