@@ -128,6 +128,8 @@ type Config struct {
 	// from is the file each key's value came from, by key (a key not
 	// listed has its default); see Sources.
 	from map[string]string
+	// userHide are the hide entries the user's layer added.
+	userHide []string
 }
 
 // Forge is one forge CLI's place in the home.

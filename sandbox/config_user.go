@@ -95,6 +95,23 @@ func (c *Config) Source(key string) string {
 	return "default"
 }
 
+// entryFile is the file an entry of key came from, for a fix that names
+// where to remove it: the user's layer for a hide entry it added, else
+// the key's source (root's file when no file set it).
+func (c *Config) entryFile(key, entry string) string {
+	if key == "hide" && slices.Contains(c.userHide, entry) && !slices.Contains(c.Hide[:len(c.Hide)-len(c.userHide)], entry) {
+		src := c.Source("hide")
+		if i := strings.LastIndex(src, " and "); i >= 0 {
+			return src[i+len(" and "):]
+		}
+		return src
+	}
+	if src := c.Source(key); src != "default" && !strings.Contains(src, " and ") {
+		return src
+	}
+	return ConfigPath
+}
+
 // checkUserMayAdd refuses a user_may_add entry that names no key a user
 // could add to.
 func checkUserMayAdd(c *Config, path string) error {
@@ -293,6 +310,7 @@ func mergeUser(c, u *Config, md toml.MetaData, path, agentName string) (*Config,
 	}
 	if set("hide") {
 		m.Hide = append(slices.Clone(c.Hide), u.Hide...)
+		m.userHide = u.Hide
 		if src := c.from["hide"]; src != "" {
 			m.from["hide"] = src + " and " + path
 		}

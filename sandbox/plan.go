@@ -255,7 +255,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			return nil, nil, err
 		}
 	}
-	if err := pl.hidden(l.Config.Hide); err != nil {
+	if err := pl.hidden(l.Config); err != nil {
 		return nil, nil, err
 	}
 	pl.sysView()
@@ -568,14 +568,14 @@ func refuseOverHomeTrees(p, what string, apart []string, home string) error {
 // refusalFix is what to do about the read-write path p, refused for the
 // tree t, by what it is: each works when applied literally
 // (cmd/shadow's TestRefusalFixesWork). A workspace in a refused tree is
-// copied to the home, where it can be one; one that holds a refused tree
+// copied to the home, where it can be one (the message names the tree); one that holds a refused tree
 // (or tops a shared one) gives way to a project below it. workspace_root
 // is no way out: it must hold the current directory, so it would be
 // refused for the same tree.
 func refusalFix(what, p, t, home string, top bool) string {
 	switch what {
 	case "allow_write entry":
-		return "(fix: remove " + p + " from allow_write in " + ConfigPath + ")"
+		return "(fix: remove " + p + " from allow_write in " + SystemRoot + ConfigPath + ")"
 	case "git directory":
 		return "(fix: keep the repository's git directory in the project, or launch elsewhere)"
 	}
@@ -592,7 +592,7 @@ func refusalFix(what, p, t, home string, top bool) string {
 	if _, err := os.Lstat(dest); err == nil || dest == p || paths.Within(dest, t) {
 		dest = filepath.Join(home, "src", filepath.Base(p))
 	}
-	return "(fix: copy the project out of " + t + " and work there: mkdir -p " + shellQuote(filepath.Dir(dest)) +
+	return "(fix: mkdir -p " + shellQuote(filepath.Dir(dest)) +
 		" && cp -a " + shellQuote(p) + " " + shellQuote(dest) + " && cd " + shellQuote(dest) + ")"
 }
 

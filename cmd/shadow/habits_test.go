@@ -340,3 +340,141 @@ mkdir -p ~/.config/cco 2>/dev/null; echo 'pass_env = ["SENTINEL_VAR", "X"]' > ~/
 		}
 	})
 }
+
+// applyEditFix applies a fix that edits a TOML file: `remove "E" from KEY
+// in FILE` (E may be unquoted) or `rename A to B in FILE`, as a user
+// would, on the file's text.
+func applyEditFix(t *testing.T, fix string) {
+	t.Helper()
+	fix, _, _ = strings.Cut(fix, ", or ")
+	var file string
+	var edit func(string) string
+	if rest, ok := strings.CutPrefix(fix, "remove "); ok {
+		i := strings.LastIndex(rest, " in ")
+		j := strings.LastIndex(rest[:i], " from ")
+		entry, key := strings.Trim(rest[:j], `"`), rest[j+len(" from "):i]
+		file = rest[i+len(" in "):]
+		edit = func(s string) string {
+			var out []string
+			for _, l := range strings.Split(s, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(l), key+" ") || strings.HasPrefix(strings.TrimSpace(l), key+"=") {
+					for _, form := range []string{`"` + entry + `", `, `, "` + entry + `"`, `"` + entry + `"`} {
+						l = strings.Replace(l, form, "", 1)
+					}
+				}
+				out = append(out, l)
+			}
+			return strings.Join(out, "\n")
+		}
+	} else if rest, ok := strings.CutPrefix(fix, "rename "); ok {
+		i := strings.LastIndex(rest, " in ")
+		a, b, _ := strings.Cut(rest[:i], " to ")
+		file = rest[i+len(" in "):]
+		edit = func(s string) string { return strings.Replace(s, a+" ", b+" ", 1) }
+	} else {
+		t.Fatalf("not an edit fix: %q", fix)
+	}
+	fi, err := os.Stat(file)
+	must(t, err)
+	must(t, os.WriteFile(file, []byte(edit(readFile(t, file))), fi.Mode()))
+}
+
+// TestRefusalFixesWork: each refusal's fix, applied literally, makes the
+// next launch start (or, for a fix that says where to work, the launch
+// there). The verdict is the shadow's exit and stderr on the host.
+func TestRefusalFixesWork(t *testing.T) {
+	eachUser(t, func(t *testing.T, root string, u runAs) {
+		w := newWorld(t, u)
+		refused := func(t *testing.T, dir string) string {
+			t.Helper()
+			r := w.sh(t, root, "claude", dir, "echo started")
+			fix := fixOf(r.stderr)
+			if r.code != exitCannotRun || strings.Contains(r.stdout, "started") || fix == "" {
+				t.Fatalf("in %s: exit %d, fix %q\nstderr %s", dir, r.code, fix, r.stderr)
+			}
+			return fix
+		}
+		starts := func(t *testing.T, dir string) {
+			t.Helper()
+			if r := w.sh(t, root, "claude", dir, "echo started"); r.code != 0 || !strings.Contains(r.stdout, "started") {
+				t.Fatalf("after the fix, in %s: exit %d\nstdout %s\nstderr %s", dir, r.code, r.stdout, r.stderr)
+			}
+		}
+		t.Run("a project below /tmp", func(t *testing.T) {
+			scratch, err := os.MkdirTemp("/tmp", "scratch-")
+			must(t, err)
+			t.Cleanup(func() { os.RemoveAll(scratch) })
+			must(t, os.WriteFile(filepath.Join(scratch, "main.go"), []byte("package main\n"), 0o644))
+			chownAll(t, scratch, u)
+			fix := refused(t, scratch)
+			if strings.Contains(fix, "workspace_root") {
+				t.Errorf("the fix names workspace_root, which cannot help: %q", fix)
+			}
+			applyFix(t, fix, u)
+			_, dest, ok := strings.Cut(fix, "&& cd ")
+			if !ok {
+				t.Fatalf("the fix names no directory to work in: %q", fix)
+			}
+			t.Cleanup(func() { os.RemoveAll(dest) })
+			starts(t, dest)
+			if readFile(t, filepath.Join(dest, "main.go")) != "package main\n" {
+				t.Error("the project was not copied")
+			}
+		})
+		t.Run("the top of a shared scratch tree", func(t *testing.T) {
+			fix := refused(t, "/var/tmp")
+			if !strings.HasPrefix(fix, "cd into a project directory") {
+				t.Fatalf("fix %q", fix)
+			}
+			starts(t, w.ws) // a project directory
+		})
+		t.Run("a tree holding a protected one", func(t *testing.T) {
+			local := filepath.Join(w.home, ".local")
+			must(t, os.MkdirAll(filepath.Join(local, "state/cco"), 0o700))
+			chownAll(t, local, u)
+			fix := refused(t, local)
+			if !strings.Contains(fix, "cd into a project directory below "+local) {
+				t.Fatalf("fix %q", fix)
+			}
+			proj := filepath.Join(local, "myproject")
+			must(t, os.MkdirAll(proj, 0o755))
+			chownAll(t, proj, u)
+			starts(t, proj)
+		})
+		t.Run("a protected name that is a link", func(t *testing.T) {
+			must(t, os.RemoveAll(filepath.Join(w.ws2, ".claude")))
+			must(t, os.Symlink(w.outside, filepath.Join(w.ws2, ".claude")))
+			chownAll(t, w.ws2, u)
+			applyFix(t, refused(t, w.ws2), u)
+			starts(t, w.ws2)
+		})
+		t.Run("an unknown sandbox.toml key", func(t *testing.T) {
+			writeRootConfig(t, root, "egress_alow = [\"api.example.com\"]\n")
+			applyEditFix(t, refused(t, w.ws))
+			starts(t, w.ws)
+		})
+		t.Run("an allow_write entry in a protected tree", func(t *testing.T) {
+			writeRootConfig(t, root, "allow_write = [\"/etc/cco\"]\n")
+			applyEditFix(t, refused(t, w.ws))
+			starts(t, w.ws)
+		})
+		t.Run("a hide entry holding the workspace", func(t *testing.T) {
+			writeRootConfig(t, root, "hide = [\""+w.base+"\"]\n")
+			applyEditFix(t, refused(t, w.ws))
+			starts(t, w.ws)
+		})
+		t.Run("a user's hide entry holding the workspace", func(t *testing.T) {
+			layer := filepath.Join(w.home, ".config/cco/sandbox.toml")
+			must(t, os.MkdirAll(filepath.Dir(layer), 0o755))
+			must(t, os.WriteFile(layer, []byte("hide = [\""+w.ws+"\"]\n"), 0o644))
+			chownAll(t, filepath.Join(w.home, ".config"), u)
+			t.Cleanup(func() { os.Remove(layer) })
+			fix := refused(t, w.ws)
+			if !strings.Contains(fix, layer) {
+				t.Fatalf("the fix does not name the user's file: %q", fix)
+			}
+			applyEditFix(t, fix)
+			starts(t, w.ws)
+		})
+	})
+}
