@@ -202,8 +202,12 @@ func readUserLayer(home string, uid int) (data []byte, path, note string, err er
 			return nil, "", userLayerIgnored(path, at+" is not a regular file", "make it a file"), nil
 		}
 		if int(st.Uid) != uid || st.Mode&0o022 != 0 {
-			return nil, "", userLayerIgnored(path, fmt.Sprintf("%s is writable by others than you (owner uid %d, mode %04o)", at, st.Uid, st.Mode&0o7777),
-				fmt.Sprintf("chown %d %s && chmod go-w %s", uid, at, at)), nil
+			fix := "chmod go-w " + shellQuote(at)
+			if int(st.Uid) != uid {
+				// Only root gives a file to another owner.
+				fix = fmt.Sprintf("sudo chown %d %s && sudo chmod go-w %s", uid, shellQuote(at), shellQuote(at))
+			}
+			return nil, "", userLayerIgnored(path, fmt.Sprintf("%s is writable by others than you (owner uid %d, mode %04o)", at, st.Uid, st.Mode&0o7777), fix), nil
 		}
 	}
 	f := os.NewFile(uintptr(dir), path)

@@ -333,6 +333,15 @@ mkdir -p ~/.config/cco 2>/dev/null; echo 'pass_env = ["SENTINEL_VAR", "X"]' > ~/
 		if r.code != 0 || strings.Count(r.stderr, "ignoring your "+layer) != 1 || !strings.Contains(r.stdout, "SV=leak") {
 			t.Errorf("a layer writable by others: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 		}
+		// Its fix, applied: the layer is read again.
+		for _, l := range strings.Split(r.stderr, "\n") {
+			if strings.Contains(l, "ignoring your") {
+				applyFix(t, fixOf(l), u)
+			}
+		}
+		if r = w.sh(t, root, "claude", w.ws, script); r.code != 0 || strings.Contains(r.stderr, "ignoring") || !strings.Contains(r.stdout, "SV=\n") {
+			t.Errorf("after the fix: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
 		// A workspace that holds the layer is refused.
 		r = w.sh(t, root, "claude", filepath.Dir(layer), "echo started")
 		if r.code != exitCannotRun || strings.Contains(r.stdout, "started") || !strings.Contains(r.stderr, "protected tree "+filepath.Dir(layer)+" ") {
