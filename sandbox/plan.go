@@ -482,10 +482,10 @@ func pickWorkspace(l *Launch, home string, shared []string) (string, error) {
 	if r := l.Config.WorkspaceRoot; r != "" {
 		ws, err = realDir(r, "workspace_root")
 		if err != nil {
-			return "", fmt.Errorf("%w (fix: correct workspace_root in %s)", err, ConfigPath)
+			return "", fmt.Errorf("%w (fix: correct workspace_root in %s)", err, l.Config.entryFile("workspace_root", r))
 		}
 		if !paths.Within(cwd, ws) {
-			return "", fmt.Errorf("the current directory %s is outside workspace_root %s (fix: cd into %s, or change workspace_root in %s)", cwd, ws, ws, ConfigPath)
+			return "", fmt.Errorf("the current directory %s is outside workspace_root %s (fix: cd %s, or change workspace_root in %s)", cwd, ws, shellQuote(ws), l.Config.entryFile("workspace_root", r))
 		}
 	}
 	if paths.Within(home, ws) {

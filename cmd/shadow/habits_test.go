@@ -129,11 +129,14 @@ func TestGitLinkRefusedKeepingIt(t *testing.T) {
 
 // fixOf is the command of a refusal's "(fix: ...)".
 func fixOf(stderr string) string {
-	i := strings.LastIndex(stderr, "(fix: ")
+	i, n := strings.LastIndex(stderr, "(fix: "), len("(fix: ")
+	if j := strings.LastIndex(stderr, "(fix, on the host: "); j > i {
+		i, n = j, len("(fix, on the host: ")
+	}
 	if i < 0 {
 		return ""
 	}
-	f := stderr[i+len("(fix: "):]
+	f := stderr[i+n:]
 	j := strings.LastIndex(f, ")")
 	if j < 0 {
 		return ""
@@ -471,6 +474,40 @@ func TestRefusalFixesWork(t *testing.T) {
 			writeRootConfig(t, root, "hide = [\""+w.base+"\"]\n")
 			applyEditFix(t, refused(t, w.ws))
 			starts(t, w.ws)
+		})
+		t.Run("sandbox.toml writable by others", func(t *testing.T) {
+			writeRootConfig(t, root, "pass_env = []\n")
+			must(t, os.Chmod(filepath.Join(root, "etc/cco/sandbox.toml"), 0o666))
+			fix := refused(t, w.ws)
+			// The administrator applies it, as root.
+			applyFix(t, strings.ReplaceAll(fix, "sudo ", ""), asRoot)
+			starts(t, w.ws)
+		})
+		t.Run("the current directory outside workspace_root", func(t *testing.T) {
+			writeRootConfig(t, root, "workspace_root = \""+w.ws2+"\"\n")
+			fix := refused(t, w.ws)
+			dir, _, ok := strings.Cut(strings.TrimPrefix(fix, "cd "), ", or ")
+			if !strings.HasPrefix(fix, "cd ") || !ok {
+				t.Fatalf("fix %q", fix)
+			}
+			starts(t, dir)
+		})
+		t.Run("a workspace_root that does not exist", func(t *testing.T) {
+			writeRootConfig(t, root, "workspace_root = \"/nonexistent/cco-ws\"\n")
+			fix := refused(t, w.ws)
+			file, ok := strings.CutPrefix(fix, "correct workspace_root in ")
+			if !ok {
+				t.Fatalf("fix %q", fix)
+			}
+			must(t, os.WriteFile(file, []byte("workspace_root = \""+w.ws+"\"\n"), 0o644))
+			starts(t, w.ws)
+		})
+		t.Run("an agent's directory that is a file", func(t *testing.T) {
+			must(t, os.RemoveAll(filepath.Join(w.ws2, ".claude")))
+			must(t, os.WriteFile(filepath.Join(w.ws2, ".claude"), []byte("x"), 0o644))
+			chownAll(t, w.ws2, u)
+			applyFix(t, refused(t, w.ws2), u)
+			starts(t, w.ws2)
 		})
 		t.Run("a user's hide entry holding the workspace", func(t *testing.T) {
 			layer := filepath.Join(w.home, ".config/cco/sandbox.toml")
