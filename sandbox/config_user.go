@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -496,6 +497,10 @@ func applyUserLayer(l *Launch) error {
 	c, notes, err := l.Config.WithUserLayer(l.Profile.Name, l.Home, l.UID)
 	if err != nil {
 		return err
+	}
+	if src := c.Source("egress"); src != l.Config.Source("egress") && c.Egress != l.Config.Egress {
+		// The banner names root's file; the mode is the user's.
+		notes = append(notes, fmt.Sprintf("egress = %q comes from your %s (root's is %q)", c.Egress, src, cmp.Or(l.Config.Egress, policy.ModePublic)))
 	}
 	for _, n := range notes {
 		fmt.Fprintf(l.Messages, "cco: %s\n", safetext.Escape(n))

@@ -312,6 +312,12 @@ mkdir -p ~/.config/cco 2>/dev/null; echo 'pass_env = ["SENTINEL_VAR", "X"]' > ~/
 		if strings.Contains(r.stdout, "layer written") || readFile(t, layer) != narrow {
 			t.Errorf("the session wrote the user layer: %q", readFile(t, layer))
 		}
+		// The network off for this user alone.
+		setLayer("egress = \"off\"\n", 0o644)
+		r = w.sh(t, root, "claude", w.ws, script)
+		if r.code != 0 || !strings.Contains(r.stderr, "EGRESS IS OFF") || !strings.Contains(r.stderr, `egress = "off" comes from your `+layer) {
+			t.Errorf("egress off by the user: exit %d\nstderr %s", r.code, r.stderr)
+		}
 		// Widening: refused, naming the file, the key and the entry.
 		setLayer("pass_env = [\"SENTINEL_VAR\", \"OTHER_VAR\"]\n", 0o644)
 		r = w.sh(t, root, "claude", w.ws, script, "OTHER_VAR=x")
