@@ -210,7 +210,10 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 		s.loginState = filepath.Join(l.Home, l.Profile.LoginState)
 	}
 	sess.launched = s
-	sess.WatchRepos(spec.Workspace, prep.Repos, prep.AgentDirs)
+	if !spec.WorkspaceReadOnly {
+		// A read-only workspace cannot change: nothing in it to audit.
+		sess.WatchRepos(spec.Workspace, prep.Repos, prep.AgentDirs)
+	}
 	return sess, nil
 }
 

@@ -215,7 +215,7 @@ echo x > new-file && echo "wrote new-file"; mkdir .claude/x && echo "made .claud
 			if strings.Contains(r.stdout, "wrote") || strings.Contains(r.stdout, "made") {
 				t.Errorf("%s: the agent wrote the read-only workspace:\n%s", name, r.stdout)
 			}
-			if n := strings.Count(r.stderr, "is on a read-only mount"); n != 1 || !strings.Contains(r.stderr, w.ws) {
+			if n := strings.Count(r.stderr, "is on a read-only mount"); n != 1 || !strings.Contains(r.stderr, w.ws) || strings.Contains(r.stderr, "WARNING") {
 				t.Errorf("%s: the line saying so (%d times):\n%s", name, n, r.stderr)
 			}
 		}
@@ -242,7 +242,7 @@ func TestCodexReadOnlySandbox(t *testing.T) {
 			if strings.Contains(r.stdout, "wrote") {
 				t.Errorf("%v: the session wrote the workspace:\n%s", flags, r.stdout)
 			}
-			if !strings.Contains(r.stderr, "read-only sandbox mode") {
+			if !strings.Contains(r.stderr, "read-only sandbox mode") || strings.Contains(r.stderr, "WARNING") {
 				t.Errorf("%v: no line says the workspace is read-only:\n%s", flags, r.stderr)
 			}
 		}
