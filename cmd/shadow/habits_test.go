@@ -351,6 +351,15 @@ mkdir -p ~/.config/cco 2>/dev/null; echo 'pass_env = ["SENTINEL_VAR", "X"]' > ~/
 		if r = w.sh(t, root, "claude", w.ws, script); r.code != 0 || strings.Contains(r.stderr, "ignoring") || !strings.Contains(r.stdout, "SV=\n") {
 			t.Errorf("after the fix: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 		}
+		// A layer in the workspace is never read: its widening does not refuse, its narrowing does not apply.
+		os.Remove(layer)
+		wsLayer := filepath.Join(w.ws, ".config/cco/sandbox.toml")
+		must(t, os.MkdirAll(filepath.Dir(wsLayer), 0o755))
+		must(t, os.WriteFile(wsLayer, []byte("pass_env = []\negress_alow = 1\n"), 0o644))
+		chownAll(t, filepath.Join(w.ws, ".config"), u)
+		if r = w.sh(t, root, "claude", w.ws, script); r.code != 0 || !strings.Contains(r.stdout, "SV=leak") {
+			t.Errorf("a layer in the workspace was read: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
 		// A workspace that holds the layer is refused.
 		r = w.sh(t, root, "claude", filepath.Dir(layer), "echo started")
 		if r.code != exitCannotRun || strings.Contains(r.stdout, "started") || !strings.Contains(r.stderr, "protected tree "+filepath.Dir(layer)+" ") {
