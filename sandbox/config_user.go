@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -507,4 +508,17 @@ func applyUserLayer(l *Launch) error {
 	}
 	l.Config = c
 	return nil
+}
+
+// leaveOutTree is the fix that leaves the home tree rel out of one user's
+// jails: the user's own layer with home_read_only set to the trees in
+// force less that one (fewer trees are always the user's to choose).
+func leaveOutTree(home string, rels []string, rel string) string {
+	var l []string
+	for _, r := range rels {
+		if r != rel {
+			l = append(l, strconv.Quote("~/"+r))
+		}
+	}
+	return fmt.Sprintf("add home_read_only = [%s] to %s", strings.Join(l, ", "), filepath.Join(home, UserConfigRel))
 }

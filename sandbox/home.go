@@ -81,7 +81,7 @@ func (pl *planner) toolchainTrees(rels []string) ([]string, error) {
 		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 			continue
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
-			return nil, fmt.Errorf("home_read_only entry \"~/%s\": %s is, or lies below, a symbolic link, which the jail never follows (fix: replace the link with what it points to, or remove the entry from home_read_only in %s)", rel, p, ConfigPath)
+			return nil, fmt.Errorf("home_read_only entry \"~/%s\": %s is, or lies below, a symbolic link, which the jail never follows (fix: %s, or replace the link with what it points to)", rel, p, leaveOutTree(pl.home, rels, rel))
 		default:
 			return nil, fmt.Errorf("home_read_only entry \"~/%s\": opening %s: %w", rel, p, err)
 		}

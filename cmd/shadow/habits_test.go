@@ -524,6 +524,27 @@ func TestRefusalFixesWork(t *testing.T) {
 			applyFix(t, refused(t, w.ws2), u)
 			starts(t, w.ws2)
 		})
+		t.Run("a toolchain tree that is a link", func(t *testing.T) {
+			real := filepath.Join(w.base, "dotfiles/cargo-bin")
+			must(t, os.MkdirAll(real, 0o755))
+			must(t, os.MkdirAll(filepath.Join(w.home, ".cargo"), 0o755))
+			must(t, os.Symlink(real, filepath.Join(w.home, ".cargo/bin")))
+			chownAll(t, w.base, u)
+			t.Cleanup(func() { os.Remove(filepath.Join(w.home, ".cargo/bin")) })
+			fix := refused(t, w.ws)
+			add, _, _ := strings.Cut(fix, ", or ")
+			rest, ok := strings.CutPrefix(add, "add ")
+			i := strings.LastIndex(rest, " to ")
+			if !ok || i < 0 || strings.Contains(rest[:i], "~/.cargo/bin\"") {
+				t.Fatalf("fix %q", fix)
+			}
+			file := rest[i+len(" to "):]
+			must(t, os.MkdirAll(filepath.Dir(file), 0o755))
+			must(t, os.WriteFile(file, []byte(rest[:i]+"\n"), 0o644))
+			chownAll(t, filepath.Join(w.home, ".config"), u)
+			t.Cleanup(func() { os.Remove(file) })
+			starts(t, w.ws)
+		})
 		t.Run("a user's hide entry holding the workspace", func(t *testing.T) {
 			layer := filepath.Join(w.home, ".config/cco/sandbox.toml")
 			must(t, os.MkdirAll(filepath.Dir(layer), 0o755))
