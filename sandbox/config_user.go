@@ -155,8 +155,27 @@ func (c *Config) WithUserLayer(agentName, home string, uid int) (*Config, []stri
 	if md.IsDefined("user_may_add") {
 		return nil, nil, fmt.Errorf("%s: user_may_add is root's to set, in %s (fix: remove user_may_add from %s)", path, ConfigPath, path)
 	}
+	if err := checkUserEgress(u, agentName, home, path); err != nil {
+		return nil, nil, err
+	}
 	m, err := mergeUser(c, u, md, path, agentName)
 	return m, nil, err
+}
+
+// checkUserEgress checks the layer's network keys as the egress policy
+// reads them, so that a bad value names the user's file, not root's.
+func checkUserEgress(u *Config, agentName, home, path string) error {
+	if agentName == "" {
+		agentName = agent.Names()[0]
+	}
+	if _, err := EgressPolicy(u, agentName, home); err != nil {
+		_, why, _ := strings.Cut(err.Error(), ": ")
+		if i := strings.LastIndex(why, " (fix that key in "); i >= 0 {
+			why = why[:i]
+		}
+		return fmt.Errorf("%s: %s (fix: correct that key in %s)", path, why, path)
+	}
+	return nil
 }
 
 // readUserLayer reads home/UserConfigRel, walking from the home with no

@@ -93,6 +93,8 @@ caches = "session"
 		{`egress_log = "/tmp/x.log"`, `egress_log`},
 		{`user_may_add = ["pass_env"]`, `user_may_add is root's`},
 		{`egress_alow = ["x.org"]`, `unknown key "egress_alow" (did you mean "egress_allow"?)`},
+		{`egress_ports = []`, `egress_ports`},
+		{`egress_allow = ["https://x.org/"]`, `egress_allow`},
 	} {
 		home := userHome(t, tc.user)
 		_, _, err := rootConfig(t, root).WithUserLayer("claude", home, os.Getuid())
