@@ -729,3 +729,15 @@ func shellQuote(p string) string {
 	}
 	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }
+
+// nameBackFix is the fix for a .git file whose directory does not name
+// the checkout back. A separate git directory (git init
+// --separate-git-dir, which modern git writes without core.worktree) is
+// named back by setting core.worktree; a worktree's by git worktree
+// repair. rm is no fix: it would cut the checkout from its repository.
+func nameBackFix(g, d string) string {
+	if _, err := os.Lstat(filepath.Join(d, "commondir")); isGitDir(d) && err != nil {
+		return fmt.Sprintf("(fix: git --git-dir=%s config core.worktree %s)", shellQuote(d), shellQuote(filepath.Dir(g)))
+	}
+	return "(fix: git worktree repair " + shellQuote(filepath.Dir(g)) + ", run in the main checkout)"
+}

@@ -333,7 +333,7 @@ func adminDir(g string) (string, error) {
 			return d, nil
 		}
 	}
-	return "", fmt.Errorf("%s names %s, which does not name this checkout back (fix: git worktree repair, or rm %s)", g, d, g)
+	return "", fmt.Errorf("%s names %s, which does not name this checkout back %s", g, d, nameBackFix(g, d))
 }
 
 // commonDir is a git directory's common directory: its commondir file's

@@ -524,6 +524,20 @@ func TestRefusalFixesWork(t *testing.T) {
 			applyFix(t, refused(t, w.ws2), u)
 			starts(t, w.ws2)
 		})
+		t.Run("a separate git directory", func(t *testing.T) {
+			ws := filepath.Join(w.base, "sepgit")
+			gitdir := filepath.Join(w.base, "gitdirs/sepgit.git")
+			must(t, os.MkdirAll(filepath.Dir(gitdir), 0o755))
+			git(t, "", "init", "-q", "--separate-git-dir="+gitdir, ws)
+			exec.Command("git", "--git-dir="+gitdir, "config", "--unset", "core.worktree").Run()
+			chownAll(t, w.base, u)
+			fix := refused(t, ws)
+			applyFix(t, "git -c safe.directory='*' "+strings.TrimPrefix(fix, "git "), u)
+			starts(t, ws)
+			if out := git(t, ws, "status", "--short"); out != "" {
+				t.Errorf("host git status after the fix: %q", out)
+			}
+		})
 		t.Run("a toolchain tree that is a link", func(t *testing.T) {
 			real := filepath.Join(w.base, "dotfiles/cargo-bin")
 			must(t, os.MkdirAll(real, 0o755))
