@@ -209,6 +209,13 @@ func readUserLayer(home string, uid int) (data []byte, path, note string, err er
 		case errors.Is(err, unix.ENOENT):
 			return nil, "", "", nil
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+			// O_NOFOLLOW's ELOOP, or O_DIRECTORY's ENOTDIR for a link or
+			// for a file where a directory belongs (no layer): lstat
+			// tells which.
+			var lst unix.Stat_t
+			if unix.Fstatat(dir, name, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && lst.Mode&unix.S_IFMT != unix.S_IFLNK {
+				return nil, "", "", nil // no directory there, so no layer
+			}
 			return nil, "", userLayerIgnored(path, at+" is a link", "replace the link with the file or directory itself"), nil
 		case err != nil:
 			return nil, "", userLayerIgnored(path, fmt.Sprintf("opening %s: %v", at, err), "make it readable by you"), nil

@@ -164,6 +164,12 @@ func TestUserLayerIgnored(t *testing.T) {
 			t.Errorf("link at %s: %v %q", at, err, notes)
 		}
 	}
+	// A file where a directory belongs.
+	home = t.TempDir()
+	os.WriteFile(filepath.Join(home, ".config"), []byte("x"), 0o644)
+	if c, notes, err := root.WithUserLayer("claude", home, os.Getuid()); err != nil || len(notes) != 0 || c != root {
+		t.Errorf("a file at ~/.config is no layer: %v %q", err, notes)
+	}
 	// Owned by another user.
 	home = userHome(t, `pass_env = []`)
 	if _, notes, _ := root.WithUserLayer("claude", home, os.Getuid()+1); len(notes) != 1 || !strings.Contains(notes[0], "writable by others") {
