@@ -15,6 +15,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/trust"
 )
 
 // SystemRoot prefixes every system path the shadow reads or runs (vendor
@@ -107,6 +108,9 @@ type Prep struct {
 	// Watched are state files whose command-bearing entries are compared
 	// before and after the session.
 	Watched []string
+	// Trust are the agent's trust lists, put back after the session to
+	// their values at launch (sandbox/trust).
+	Trust []trust.List
 	// Protected are the host paths bound read-only or onto themselves:
 	// each must name the same inode after the session as at its start.
 	Protected []string
@@ -262,6 +266,9 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	}
 	for _, w := range p.Watched {
 		pr.Watched = append(pr.Watched, filepath.Join(home, w))
+	}
+	for _, tl := range p.Trust {
+		pr.Trust = append(pr.Trust, trust.List{Agent: p.Name, Home: home, File: tl.File, Keys: tl.Keys})
 	}
 
 	mode := l.Egress
