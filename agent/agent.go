@@ -206,8 +206,8 @@ var table = map[string]*Profile{
 		Trust: []TrustList{{File: ".claude/.claude.json", Keys: []string{"projects.*.hasTrustDialogAccepted",
 			"projects.*.enableAllProjectMcpServers", "projects.*.enabledMcpjsonServers", "projects.*.disabledMcpjsonServers",
 			"projects.*.allowedTools", "projects.*.hasClaudeMdExternalIncludesApproved"}}},
-		Upgrade:           "claude",
-		Default:           true,
+		Upgrade: "claude",
+		Default: true,
 		Credentials: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
 			"ANTHROPIC_CUSTOM_HEADERS", "AWS_BEARER_TOKEN_BEDROCK"},
 		// Claude Code's provider settings: its gateway, its models, and
