@@ -118,7 +118,8 @@ type Prep struct {
 	// post-session audit watches.
 	Repos []string
 	// AgentDirs are the subdirectories of the workspace that hold an
-	// agent's project config (workspace.Find), watched by the audit.
+	// agent's project config or a file a host tool loads on its own
+	// (workspace.Find), watched by the audit.
 	AgentDirs []string
 	// CacheDirs are the agent's cache tree and its directories, created
 	// (mode 0700) when missing.
