@@ -324,6 +324,12 @@ func jsoncMap(t *testing.T, b []byte) map[string]any {
 	return m
 }
 
+// modelCalled: copilot's output shows its first model call, which it makes
+// after the session's hooks (offline, in a network namespace, it fails).
+func modelCalled(out string) bool {
+	return strings.Contains(out, "Response was interrupted") || strings.Contains(out, "Failed to get response")
+}
+
 // TestRealCopilotTrustsNothingTheJailWrote: the user's Copilot CLI (the
 // real pinned binary, unwrapped, offline) after a hostile session that set
 // trustedFolders to ["/"] does not trust a folder the user opens later: a
@@ -352,7 +358,7 @@ func TestRealCopilotTrustsNothingTheJailWrote(t *testing.T) {
 			"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:9/v1", "COPILOT_PROVIDER_API_KEY=dummy", "COPILOT_MODEL=gpt-4.1"}
 		return realagents.RunUntil(t, c, filepath.Join(t.TempDir(), "out"), 90*time.Second, func(out string) bool {
 			_, err := os.Stat(marker)
-			return err == nil || strings.Contains(out, "Could not connect")
+			return err == nil || modelCalled(out)
 		})
 	}
 	t.Run("control", func(t *testing.T) {
@@ -385,7 +391,7 @@ func TestRealCopilotTrustsNothingTheJailWrote(t *testing.T) {
 			if _, err := os.Stat(marker); err == nil {
 				t.Errorf("LEAK: the user's copilot, after the session, trusted a folder the session chose and ran its hook\n%s", out)
 			}
-			if !strings.Contains(out, "Could not connect") {
+			if !modelCalled(out) {
 				t.Errorf("the real copilot did not get as far as its model call, after the hooks: the verdict says nothing\n%s", out)
 			}
 			b, _ := os.ReadFile(cfg)
