@@ -213,22 +213,19 @@ func parse(b []byte) (hujson.Value, error) {
 }
 
 func hasDuplicates(v *hujson.Value) bool {
-	dup := false
-	v.Range(func(x *hujson.Value) bool {
+	for x := range v.All() {
 		if o, ok := x.Value.(*hujson.Object); ok {
 			seen := map[string]bool{}
 			for _, m := range o.Members {
 				n := m.Name.Value.(hujson.Literal).String()
 				if seen[n] {
-					dup = true
-					return false
+					return true
 				}
 				seen[n] = true
 			}
 		}
-		return true
-	})
-	return dup
+	}
+	return false
 }
 
 // values are the keys' values in v, by JSON pointer, as compact JSON.

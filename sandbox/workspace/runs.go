@@ -403,7 +403,7 @@ func vscodeTasks(b []byte) []string {
 // rust-analyzer.server.path, typescript.tsdk, go.alternateTools,
 // eslint.runtime, clangd.path, git.path, ...).
 var vscodeSettingSuffixes = []string{"path", "paths", "executable", "command", "commands", "cmd", "interpreter",
-	"tsdk", "runtime", "binary", "wrapper", "shell", "home", "goroot", "tools", "args", "server", "exe", "env"}
+	"tsdk", "runtime", "binary", "wrapper", "shell", "home", "goroot", "tools", "args", "server", "exe", "env", "vars", "commandline"}
 
 // vscodeSettingPrefixes: settings families that run programs.
 var vscodeSettingPrefixes = []string{"terminal.integrated.", "task.", "emeraldwalk.runonsave", "runonsave", "triggertaskonsave"}
