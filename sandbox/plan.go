@@ -269,7 +269,13 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pr.Watched = append(pr.Watched, filepath.Join(home, w))
 	}
 	for _, tl := range p.Trust {
-		pr.Trust = append(pr.Trust, trust.List{Agent: p.Name, Home: home, File: tl.File, Keys: tl.Keys})
+		// The agent's own trust dialog in the jail trusts the workspace:
+		// that stays (sandbox/trust).
+		var allow []string
+		if !noWorkspace && ws != "" {
+			allow = []string{ws}
+		}
+		pr.Trust = append(pr.Trust, trust.List{Agent: p.Name, Home: home, File: tl.File, Keys: tl.Keys, Allow: allow})
 	}
 
 	mode := l.Egress

@@ -307,6 +307,33 @@ func TestTrustListsRestored(t *testing.T) {
 			},
 		})
 	}
+	// The agent's own trust dialog in the jail trusts the workspace: that
+	// stays, with no line.
+	classes = append(classes, attack{
+		name:       "trust the workspace, as the agent's dialog does",
+		everyAgent: true,
+		only:       func(a string, _ jailtest.RunAs) bool { return a == "copilot" },
+		prep: func(t *testing.T, w *world) {
+			p := filepath.Join(w.Home, ".copilot/config.json")
+			os.MkdirAll(filepath.Dir(p), 0o700)
+			os.WriteFile(p, []byte(`{"trustedFolders":[],"token":"old"}`), 0o600)
+			w.Own(t)
+		},
+		probe: func(w *world, _ string) probe {
+			return probe{Steps: steps("trust", fmt.Sprintf(`printf '{"trustedFolders":[%%s],"token":"refreshed"}' '"%s"' > ~/.copilot/config.json && echo DONE`, w.ws))}
+		},
+		check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {
+			succeeded(t, sess, "trust")
+			p := filepath.Join(w.Home, ".copilot/config.json")
+			if strings.Contains(sess.Stderr, "trust list") {
+				t.Errorf("a line about the workspace's own trust:\n%s", sess.Stderr)
+			}
+			b, _ := os.ReadFile(p)
+			if m := jsoncMap(t, b); fmt.Sprint(m["trustedFolders"]) != "["+w.ws+"]" || m["token"] != "refreshed" {
+				t.Errorf("the workspace's trust or the login's refresh was lost: %s", b)
+			}
+		},
+	})
 	runAttacks(t, classes)
 }
 

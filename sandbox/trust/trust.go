@@ -51,6 +51,11 @@ type List struct {
 	// Keys are member paths, dotted; "*" matches every member of an
 	// object ("projects.*.hasTrustDialogAccepted").
 	Keys []string
+	// Allow are the folders a session may trust: the workspace, which the
+	// agent's own trust dialog in the jail names. A "projects" member
+	// named so keeps what the session wrote, and a list of folders keeps
+	// the entries naming one exactly; every other change is put back.
+	Allow []string
 }
 
 func (l List) path() string { return filepath.Join(l.Home, l.File) }
@@ -141,11 +146,12 @@ func (st state) restore() string {
 			return st.replaceWhole(f, err)
 		}
 		now := values(v, l.Keys)
-		changed := changedKeys(st.values, now)
+		target := intended(st.values, now, l.Allow)
+		changed := changedKeys(target, now)
 		if len(changed) == 0 {
 			return ""
 		}
-		if err := patch(&v, st.values, now); err != nil {
+		if err := patch(&v, target, now); err != nil {
 			return fmt.Sprintf("%s: this session changed %s's trust list (%s), and cco could not put it back (%v); fix: remove those keys from the file", name, l.Agent, describe(changed, now), safetext.Escape(err.Error()))
 		}
 		err = f.replace(v.Pack(), fi.Mode&0o7777, int(fi.Uid), int(fi.Gid), &fi)
@@ -269,6 +275,51 @@ func walk(x any, path []string, ptr string, out map[string]string) {
 func escape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
 
 func unescape(s string) string { return strings.NewReplacer("~1", "/", "~0", "~").Replace(s) }
+
+// intended are the values the keys are put back to: the launch's, but for
+// what the session may write (List.Allow): a project entry named by an
+// allowed folder keeps the session's value, and a list of folders keeps
+// the launch's entries and the session's entries that name an allowed
+// folder exactly.
+func intended(before, now map[string]string, allow []string) map[string]string {
+	out := map[string]string{}
+	for p, v := range before {
+		out[p] = v
+	}
+	for p, v := range now {
+		elems := strings.Split(strings.TrimPrefix(p, "/"), "/")
+		if len(elems) >= 3 && elems[0] == "projects" && slices.Contains(allow, unescape(elems[1])) {
+			out[p] = v
+			continue
+		}
+		var launch, session []any
+		if json.Unmarshal([]byte(v), &session) != nil {
+			continue
+		}
+		if b, had := before[p]; had && json.Unmarshal([]byte(b), &launch) != nil {
+			continue
+		}
+		merged, added := launch, false
+		for _, e := range session {
+			if f, ok := e.(string); ok && slices.Contains(allow, f) && !slices.ContainsFunc(merged, func(x any) bool { return x == e }) {
+				merged, added = append(merged, f), true
+			}
+		}
+		if added {
+			b, _ := json.Marshal(merged)
+			out[p] = string(b)
+		}
+	}
+	// A project entry of an allowed folder the session removed stays
+	// removed.
+	for p := range before {
+		elems := strings.Split(strings.TrimPrefix(p, "/"), "/")
+		if _, ok := now[p]; !ok && len(elems) >= 3 && elems[0] == "projects" && slices.Contains(allow, unescape(elems[1])) {
+			delete(out, p)
+		}
+	}
+	return out
+}
 
 // changedKeys are the pointers whose value differs between launch and now,
 // sorted.

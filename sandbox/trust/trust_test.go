@@ -240,3 +240,42 @@ func TestRestoreKeepsMode(t *testing.T) {
 		t.Errorf("a temporary file was left: %v", ents)
 	}
 }
+
+// The workspace, which the agent's own trust dialog in the jail trusts,
+// stays trusted: a list keeps the entry naming it exactly, a project entry
+// named by it keeps the session's values; "/" and a folder below the
+// workspace are still put back, and the line names only what was.
+func TestRestoreKeepsWorkspaceTrust(t *testing.T) {
+	const ws = "/srv/ws"
+	l, p := setup(t, ".copilot/config.json", `{"trustedFolders":["/a"]}`)
+	l.Allow = []string{ws}
+	s := Take([]List{l})
+	os.WriteFile(p, []byte(`{"trustedFolders":["/a","/srv/ws"]}`), 0o600)
+	if lines := s.Restore(); len(lines) != 0 {
+		t.Errorf("the workspace's trust was reported: %q", lines)
+	}
+	os.WriteFile(p, []byte(`{"trustedFolders":["/a","/srv/ws","/","/srv/ws/sub"]}`), 0o600)
+	lines := s.Restore()
+	if len(lines) != 1 {
+		t.Fatalf("want one line, got %q", lines)
+	}
+	if tf, _ := json.Marshal(decode(t, p)["trustedFolders"]); string(tf) != `["/a","/srv/ws"]` {
+		t.Errorf("trustedFolders = %s, want the launch's and the workspace", tf)
+	}
+
+	cl, cp := setup(t, ".claude/.claude.json", `{"projects":{}}`)
+	cl.Agent, cl.Keys, cl.Allow = "claude", claudeKeys, []string{ws}
+	cs := Take([]List{cl})
+	os.WriteFile(cp, []byte(`{"projects":{"/srv/ws":{"hasTrustDialogAccepted":true},"/":{"hasTrustDialogAccepted":true}}}`), 0o600)
+	lines = cs.Restore()
+	if len(lines) != 1 || strings.Contains(lines[0], "srv/ws") || !strings.Contains(lines[0], `projects."/"`) {
+		t.Fatalf("want one line naming / alone, got %q", lines)
+	}
+	projects := decode(t, cp)["projects"].(map[string]any)
+	if projects["/srv/ws"].(map[string]any)["hasTrustDialogAccepted"] != true {
+		t.Errorf("the workspace's trust was put back: %v", projects)
+	}
+	if projects["/"].(map[string]any)["hasTrustDialogAccepted"] != nil {
+		t.Errorf("LEAK: / stays trusted: %v", projects)
+	}
+}
