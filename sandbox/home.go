@@ -68,7 +68,9 @@ func makeStandIns(ins []Placeholder) error {
 }
 
 // toolchainTrees binds the home_read_only trees that exist, read-only, and
-// masks the credential files known to live in them. It returns the trees
+// masks the credential files in them, found by name at any depth within
+// the walk's budget (a part the budget leaves unsearched is named in a
+// note). It returns the trees
 // it bound (absolute). A tree that is, or lies below, a link refuses.
 func (pl *planner) toolchainTrees(rels []string) ([]string, error) {
 	var bound, boundRel []string
@@ -89,31 +91,40 @@ func (pl *planner) toolchainTrees(rels []string) ([]string, error) {
 		bound, boundRel = append(bound, p), append(boundRel, rel)
 	}
 	for _, pat := range toolchains.Masks(boundRel) {
-		dir := strings.HasSuffix(pat, "/")
 		matches, _ := filepath.Glob(filepath.Join(pl.home, strings.TrimSuffix(pat, "/")))
 		for _, m := range matches {
-			if r, err := filepath.EvalSymlinks(m); err == nil && r != m {
-				// A link shows its target, which is masked where the
-				// jail sees it; elsewhere the link points at nothing.
-				if !under(r, bound) {
-					continue
-				}
-				m = r
-			}
-			fi, err := os.Stat(m)
-			switch {
-			case err != nil:
-			case fi.IsDir() && dir:
+			if fi, err := os.Lstat(m); err == nil && fi.IsDir() {
 				pl.s.Masks = append(pl.s.Masks, Mask{Path: m, Kind: MaskDir})
-			case fi.Mode().IsRegular():
-				// An empty file, rather than /dev/null's EACCES: the tool
-				// reads no secret and still starts.
-				pl.s.HomeReadOnly = append(pl.s.HomeReadOnly, Bind{Dst: m, Data: []byte{}})
 			}
 		}
 	}
+	found := toolchains.Scan(bound, scanBudget)
+	for _, f := range found.Found {
+		m := f.Path
+		if f.Link {
+			// A link shows its target, which is masked where the jail
+			// sees it; elsewhere the link points at nothing.
+			r, err := filepath.EvalSymlinks(m)
+			if err != nil || !under(r, bound) {
+				continue
+			}
+			m = r
+		}
+		if fi, err := os.Stat(m); err == nil && fi.Mode().IsRegular() {
+			// The empty form of the file, rather than /dev/null's EACCES:
+			// the tool reads no secret and still starts.
+			pl.s.HomeReadOnly = append(pl.s.HomeReadOnly, Bind{Dst: m, Data: []byte(toolchains.StandIn(f.Name))})
+		}
+	}
+	if u := found.Unsearched; len(u) > 0 {
+		pl.pr.Notes = append(pl.pr.Notes, fmt.Sprintf("the toolchain trees hold more than %d entries, so %d of their directories are shown without being searched for credential files, %s first (fix: name fewer trees in home_read_only in %s)",
+			scanBudget, len(u), toolchains.Rel(pl.home, u[0]), ConfigPath))
+	}
 	return bound, nil
 }
+
+// scanBudget is the credential walk's bound (a test lowers it).
+var scanBudget = toolchains.Budget
 
 // cachePlaces shows the agent's cache tree at ~/.cache and links each
 // tool's default place into it. A place inside a bound toolchain tree
