@@ -18,7 +18,7 @@ func TestPlanMasksCredentialsByName(t *testing.T) {
 	f := newFixture(t)
 	p, _ := agent.Lookup("claude")
 	files := map[string]string{
-		".sdkman/candidates/maven/3.9.9/conf/settings.xml":      "<settings/>\n",
+		".sdkman/candidates/maven/3.9.9/conf/settings.xml":       "<settings/>\n",
 		".nvm/versions/node/v22.11.0/lib/node_modules/npm/npmrc": "",
 		".local/share/pipx/venvs/black/pip.conf":                 "",
 		".dotnet/nuget.config":                                   "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<configuration />\n",
