@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cco-dev/cco/internal/sysbin"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/vendorfetch"
@@ -118,7 +120,10 @@ func installDeps(root provision.Reader, run func(name string, args ...string) er
 
 func runCommand(stderr *os.File) func(string, ...string) error {
 	return func(name string, args ...string) error {
-		cmd := exec.Command(name, args...)
+		cmd, err := sysbin.Command(context.Background(), name, args...)
+		if err != nil {
+			return err
+		}
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = stderr, &buf
 		if err := cmd.Run(); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -142,11 +143,13 @@ func BenchmarkLaunchFlat(b *testing.B) {
 	times := map[string][]time.Duration{}
 	run := func(label string, v variant) {
 		c := cmd(v)
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
 		s := time.Now()
 		err := c.Run()
 		times[label] = append(times[label], time.Since(s))
 		if err != nil {
-			b.Fatalf("%s: %v", label, err)
+			b.Fatalf("%s: %v\n%s", label, err, stderr.Bytes())
 		}
 	}
 	n := max(b.N, 10)
