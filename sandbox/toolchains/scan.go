@@ -94,6 +94,9 @@ func Scan(trees []string, budget int) Scanned {
 		}
 	}()
 	for _, t := range trees {
+		if within(t, trees) {
+			continue // walked as part of the tree that holds it
+		}
 		fd, err := unix.Open(t, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
@@ -140,6 +143,10 @@ func Scan(trees []string, budget int) Scanned {
 				if len(name) == 1 && name[0] == '.' || len(name) == 2 && name[0] == '.' && name[1] == '.' {
 					continue
 				}
+				if s.Entries >= budget {
+					complete = false
+					break read
+				}
 				s.Entries++
 				if typ == unix.DT_UNKNOWN {
 					var st unix.Stat_t
@@ -155,10 +162,6 @@ func Scan(trees []string, budget int) Scanned {
 					if c, ok := match(name); ok {
 						s.Found = append(s.Found, Found{Path: d.abs + "/" + string(name), Name: c, Link: typ == unix.DT_LNK})
 					}
-				}
-				if s.Entries >= budget && off < n {
-					complete = false
-					break read
 				}
 			}
 		}
@@ -183,14 +186,42 @@ func (s *Scanned) lookUp(root int, rel, abs string) {
 	}
 	defer unix.Close(fd)
 	for _, c := range Credentials {
-		var st unix.Stat_t
-		if unix.Fstatat(fd, c.Name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue
-		}
-		if t := dtype(st.Mode); t == unix.DT_REG || t == unix.DT_LNK {
-			s.Found = append(s.Found, Found{Path: abs + "/" + c.Name, Name: c.Name, Link: t == unix.DT_LNK})
+		// The spellings a tool looks for; a guess at any other finds
+		// nothing the tool would read.
+		for _, n := range spellings(c.Name) {
+			var st unix.Stat_t
+			if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue
+			}
+			if t := dtype(st.Mode); t == unix.DT_REG || t == unix.DT_LNK {
+				s.Found = append(s.Found, Found{Path: abs + "/" + n, Name: c.Name, Link: t == unix.DT_LNK})
+			}
 		}
 	}
+}
+
+// spellings are name and its lower-case form (NuGet's nuget.config,
+// NuGet.config and NuGet.Config).
+func spellings(name string) []string {
+	l := strings.ToLower(name)
+	if l == name {
+		return []string{name}
+	}
+	out := []string{name, l}
+	if name == "NuGet.Config" {
+		out = append(out, "NuGet.config")
+	}
+	return out
+}
+
+// within reports whether t lies below another of trees.
+func within(t string, trees []string) bool {
+	for _, o := range trees {
+		if o != t && strings.HasPrefix(t, o+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func dtype(mode uint32) uint8 {

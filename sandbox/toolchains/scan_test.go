@@ -91,11 +91,12 @@ func TestScanLinksAndUnlistable(t *testing.T) {
 	hidden := filepath.Join(tree, "x")
 	os.Mkdir(hidden, 0o755)
 	os.WriteFile(filepath.Join(hidden, ".npmrc"), []byte("s"), 0o600)
+	os.WriteFile(filepath.Join(hidden, "nuget.config"), []byte("s"), 0o600)
 	os.Chmod(hidden, 0o311)
 	t.Cleanup(func() { os.Chmod(hidden, 0o755) })
 	got := Scan([]string{tree}, Budget)
 	// (Root lists the directory anyway; lookUp is then tested alone.)
-	want := map[string]bool{filepath.Join(tree, "pip.conf"): true, filepath.Join(hidden, ".npmrc"): false}
+	want := map[string]bool{filepath.Join(tree, "pip.conf"): true, filepath.Join(hidden, ".npmrc"): false, filepath.Join(hidden, "nuget.config"): false}
 	if len(got.Found) != len(want) {
 		t.Fatalf("Scan = %+v, want %v", got.Found, want)
 	}
@@ -111,7 +112,7 @@ func TestScanLinksAndUnlistable(t *testing.T) {
 	defer unix.Close(fd)
 	var s Scanned
 	s.lookUp(fd, "x", hidden)
-	if len(s.Found) != 1 || s.Found[0].Path != filepath.Join(hidden, ".npmrc") || s.Found[0].Link {
+	if len(s.Found) != 2 || s.Found[0].Path != filepath.Join(hidden, ".npmrc") || s.Found[0].Link || s.Found[1].Path != filepath.Join(hidden, "nuget.config") {
 		t.Errorf("lookUp = %+v", s.Found)
 	}
 }
@@ -134,11 +135,15 @@ func TestScanBudget(t *testing.T) {
 	if len(full.Found) != 2 || len(full.Unsearched) != 0 || full.Entries != 2+5*21-1+1 {
 		t.Fatalf("unbounded: %+v", full)
 	}
+	// A tree below another is walked once.
+	if twice := Scan([]string{tree, filepath.Join(tree, "d0")}, Budget); len(twice.Found) != 2 || twice.Entries != full.Entries {
+		t.Errorf("nested trees: %+v", twice)
+	}
 	got := Scan([]string{tree}, 30)
 	if len(got.Found) != 1 || got.Found[0].Name != "credentials" {
 		t.Errorf("bounded: found %+v, want only the shallow one", got.Found)
 	}
-	if len(got.Unsearched) == 0 || got.Entries > 30 {
+	if len(got.Unsearched) == 0 || got.Entries != 30 {
 		t.Fatalf("bounded: read %d entries, unsearched %q", got.Entries, got.Unsearched)
 	}
 	for i := 1; i < len(got.Unsearched); i++ {
