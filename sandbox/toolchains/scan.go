@@ -97,7 +97,11 @@ func Scan(trees []string, budget int) Scanned {
 		if within(t, trees) {
 			continue // walked as part of the tree that holds it
 		}
-		fd, err := unix.Open(t, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		// Readable: the tree's own listing is read on it, saving an open.
+		fd, err := unix.Open(t, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.EACCES) {
+			fd, err = unix.Open(t, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
 		if err != nil {
 			continue
 		}
@@ -112,10 +116,13 @@ func Scan(trees []string, budget int) Scanned {
 			}
 			break
 		}
-		fd, err := unix.Openat2(d.root, d.rel, &unix.OpenHow{
-			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
+		fd, err := d.root, error(nil)
+		if d.rel != "." {
+			fd, err = unix.Openat2(d.root, d.rel, &unix.OpenHow{
+				Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+				Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+			})
+		}
 		if errors.Is(err, unix.EACCES) {
 			s.lookUp(d.root, d.rel, d.abs)
 			continue
@@ -127,6 +134,11 @@ func Scan(trees []string, budget int) Scanned {
 	read:
 		for {
 			n, err := unix.Getdents(fd, buf)
+			if errors.Is(err, unix.EBADF) && fd == d.root {
+				// A tree that can be searched but not listed: opened
+				// O_PATH.
+				s.lookUp(d.root, ".", d.abs)
+			}
 			if err != nil || n <= 0 {
 				break
 			}
@@ -165,7 +177,9 @@ func Scan(trees []string, budget int) Scanned {
 				}
 			}
 		}
-		unix.Close(fd)
+		if fd != d.root {
+			unix.Close(fd)
+		}
 		if !complete {
 			s.Unsearched = append(s.Unsearched, d.abs)
 		}

@@ -174,3 +174,17 @@ func TestCredentialNames(t *testing.T) {
 		t.Errorf("match(NUGET.CONFIG) = %q, %v", n, ok)
 	}
 }
+
+// TestScanUnlistableTree: a tree that can be searched but not listed has
+// each name looked up in it (as a user; root lists it anyway).
+func TestScanUnlistableTree(t *testing.T) {
+	tree := filepath.Join(t.TempDir(), "t")
+	os.Mkdir(tree, 0o755)
+	os.WriteFile(filepath.Join(tree, "pip.conf"), []byte("s"), 0o644)
+	os.Chmod(tree, 0o311)
+	t.Cleanup(func() { os.Chmod(tree, 0o755) })
+	got := Scan([]string{tree}, Budget)
+	if len(got.Found) != 1 || got.Found[0].Path != filepath.Join(tree, "pip.conf") {
+		t.Errorf("Scan = %+v", got.Found)
+	}
+}
