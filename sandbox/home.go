@@ -70,8 +70,8 @@ func makeStandIns(ins []Placeholder) error {
 // toolchainTrees binds the home_read_only trees that exist, read-only, and
 // masks the credential files in them, found by name at any depth within
 // the walk's budget (a part the budget leaves unsearched is named in a
-// note). It returns the trees
-// it bound (absolute). A tree that is, or lies below, a link refuses.
+// note). It returns the trees it bound (absolute). A tree that is, or lies
+// below, a link refuses.
 func (pl *planner) toolchainTrees(rels []string) ([]string, error) {
 	var bound, boundRel []string
 	for _, rel := range rels {
@@ -99,6 +99,7 @@ func (pl *planner) toolchainTrees(rels []string) ([]string, error) {
 		}
 	}
 	found := toolchains.Scan(bound, scanBudget)
+	masked := map[string]bool{}
 	for _, f := range found.Found {
 		m := f.Path
 		if f.Link {
@@ -110,7 +111,8 @@ func (pl *planner) toolchainTrees(rels []string) ([]string, error) {
 			}
 			m = r
 		}
-		if fi, err := os.Stat(m); err == nil && fi.Mode().IsRegular() {
+		if fi, err := os.Stat(m); err == nil && fi.Mode().IsRegular() && !masked[m] {
+			masked[m] = true
 			// The empty form of the file, rather than /dev/null's EACCES:
 			// the tool reads no secret and still starts.
 			pl.s.HomeReadOnly = append(pl.s.HomeReadOnly, Bind{Dst: m, Data: []byte(toolchains.StandIn(f.Name))})

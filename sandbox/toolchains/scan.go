@@ -102,6 +102,14 @@ func Scan(trees []string, budget int) Scanned {
 		if errors.Is(err, unix.EACCES) {
 			fd, err = unix.Open(t, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		}
+		if errors.Is(err, unix.ENOTDIR) {
+			// A tree that is one file (~/.tool-versions), itself named
+			// as a credential.
+			var st unix.Stat_t
+			if c, ok := match([]byte(filepath.Base(t))); ok && unix.Lstat(t, &st) == nil && dtype(st.Mode) == unix.DT_REG {
+				s.Found = append(s.Found, Found{Path: t, Name: c})
+			}
+		}
 		if err != nil {
 			continue
 		}

@@ -188,3 +188,15 @@ func TestScanUnlistableTree(t *testing.T) {
 		t.Errorf("Scan = %+v", got.Found)
 	}
 }
+
+// TestScanFileTree: a tree that is one file named as a credential is
+// found; one of another name is not.
+func TestScanFileTree(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, ".netrc"), []byte("s"), 0o600)
+	os.WriteFile(filepath.Join(dir, ".tool-versions"), []byte("s"), 0o644)
+	got := Scan([]string{filepath.Join(dir, ".netrc"), filepath.Join(dir, ".tool-versions")}, Budget)
+	if len(got.Found) != 1 || got.Found[0].Path != filepath.Join(dir, ".netrc") {
+		t.Errorf("Scan = %+v", got.Found)
+	}
+}
