@@ -12,6 +12,7 @@ import (
 
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/saferead"
+	"github.com/cco-dev/cco/sandbox/trust"
 	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
@@ -36,6 +37,8 @@ type Session struct {
 	snap *workspace.Snapshot
 	// protected are Prep.Protected's inodes once the placeholders exist.
 	protected workspace.Protected
+	// trust are the agent's trust lists at launch.
+	trust *trust.Snapshot
 	// launched is the running jail, for a Session that Start made.
 	*launched
 }
