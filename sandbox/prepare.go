@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/saferead"
 	"github.com/cco-dev/cco/sandbox/trust"
 	"github.com/cco-dev/cco/sandbox/workspace"
@@ -60,9 +61,11 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 			return nil, fmt.Errorf("creating the login directory %s: %w", d, err)
 		}
 	}
-	if err := makeCacheDirs(home, pr.CacheDirs); err != nil {
+	notes, err := caches.Ensure(home, os.Geteuid(), pr.CacheDirs, ConfigPath)
+	if err != nil {
 		return nil, err
 	}
+	pr.Notes = append(pr.Notes, notes...)
 	if err := makeStandIns(pr.StandIns); err != nil {
 		return nil, err
 	}
