@@ -61,6 +61,10 @@ func (c *Config) Effective() []ConfigValue {
 			if c.EgressPorts == nil {
 				val = slices.Clone(policy.DefaultPorts)
 			}
+		case "egress_upstream":
+			if c.EgressUpstream == "" {
+				val = "env"
+			}
 		case "egress_log":
 			if c.EgressLog == "" {
 				val = "~/.local/state/cco/egress.log"

@@ -40,7 +40,7 @@ const userConfigDir = ".config/cco"
 // UserMayAddKeys are the keys user_may_add may list: the lists whose
 // entries widen a jail. hide is not among them: a user may always hide
 // more.
-var UserMayAddKeys = []string{"pass_env", "home_read_only", "allow_write", "forge", "egress_allow", "allow_host", "allow_ip", "egress_ports"}
+var UserMayAddKeys = []string{"pass_env", "home_read_only", "allow_write", "forge", "egress_allow", "allow_host", "allow_ip", "egress_ports", "host_ports", "ssh_hosts"}
 
 // ConfigKeys are sandbox.toml's keys, in the order Config declares them.
 var ConfigKeys = sync.OnceValue(func() []string {
@@ -168,7 +168,7 @@ func checkUserEgress(u *Config, agentName, home, path string) error {
 	if agentName == "" {
 		agentName = agent.Names()[0]
 	}
-	if _, err := EgressPolicy(u, agentName, home); err != nil {
+	if _, err := EgressPolicy(u, agentName, home, nil); err != nil {
 		_, why, _ := strings.Cut(err.Error(), ": ")
 		if i := strings.LastIndex(why, " (fix that key in "); i >= 0 {
 			why = why[:i]
@@ -442,8 +442,46 @@ func mergeUser(c, u *Config, md toml.MetaData, path, agentName string) (*Config,
 		}
 		m.EgressPorts = u.EgressPorts
 	}
+	if set("host_ports") {
+		if !may("host_ports") {
+			for _, p := range u.HostPorts {
+				if !slices.Contains(c.HostPorts, p) {
+					return nil, widen("host_ports", fmt.Sprint(p))
+				}
+			}
+		}
+		m.HostPorts = u.HostPorts
+	}
+	if set("ssh_agent") {
+		if u.SSHAgent && !c.SSHAgent {
+			return nil, wider("ssh_agent", "true", "false")
+		}
+		m.SSHAgent = u.SSHAgent
+	}
+	if set("ssh_hosts") {
+		rootHosts := c.SSHHostList()
+		if err := list("ssh_hosts", u.SSHHosts, func(e string) bool { return ruleCovered(rootHosts, e) }); err != nil {
+			return nil, err
+		}
+		m.SSHHosts = u.SSHHosts
+	}
+	if set("egress_upstream") && u.EgressUpstream != c.EgressUpstream {
+		return nil, fmt.Errorf("%s: egress_upstream is root's to set, in %s (fix: remove egress_upstream from %s)", path, ConfigPath, path)
+	}
+	// A key this merge does not know is root's alone: a new key must say
+	// here how a user may narrow it before a user's file may set it.
+	for _, k := range ConfigKeys() {
+		if md.IsDefined(k) && !slices.Contains(userKeys, k) {
+			return nil, fmt.Errorf("%s: %s is root's to set, in %s (fix: remove %s from %s)", path, k, ConfigPath, k, path)
+		}
+	}
 	return &m, nil
 }
+
+// userKeys are the keys a user's layer may set, each merged by mergeUser.
+var userKeys = []string{"workspace_root", "allow_write", "pass_env", "forge", "claude_skip_permissions", "home_read_only",
+	"caches", "hide", "tmpfs_size", "max_procs", "egress", "egress_allow", "allow_host", "allow_ip", "egress_ports",
+	"egress_log", "egress_upstream", "host_ports", "ssh_agent", "ssh_hosts"}
 
 // procs is max_procs's effective value.
 func procs(n int) int {
