@@ -94,6 +94,9 @@ caches = "session"
 		{`user_may_add = ["pass_env"]`, `user_may_add is root's`},
 		{`egress_alow = ["x.org"]`, `unknown key "egress_alow" (did you mean "egress_allow"?)`},
 		{`egress_ports = []`, `egress_ports`},
+		{"ssh_agent = true", `ssh_agent = true is wider`},
+		{`host_ports = [8080]`, `host_ports entry "8080"`},
+		{`egress_upstream = "none"`, `egress_upstream is root's`},
 		{`egress_allow = ["https://x.org/"]`, `egress_allow`},
 	} {
 		home := userHome(t, tc.user)
