@@ -281,8 +281,8 @@ var table = map[string]*Profile{
 		// Codex reads its settings from config.toml; its log filter is the
 		// one variable it documents (developers.openai.com/codex/config-advanced).
 		SettingsEnv: []string{"RUST_LOG"},
-		Secrets:           []string{".codex/auth.json"},
-		Egress:            []string{"api.openai.com", "auth.openai.com", "chatgpt.com", "*.chatgpt.com"},
+		Secrets:     []string{".codex/auth.json"},
+		Egress:      []string{"api.openai.com", "auth.openai.com", "chatgpt.com", "*.chatgpt.com"},
 		Installers: Installers{
 			HomeBins:   []string{".local/bin"},
 			HomeLinks:  [][2]string{{".codex/packages/standalone/", "Codex's standalone installer"}},
@@ -387,7 +387,7 @@ var table = map[string]*Profile{
 		// fetch, LSP download, share, default plugins, ~/.claude scanning,
 		// external skills.
 		SettingsEnv: []string{"OPENCODE_DISABLE_*"},
-		Upgrade:    "opencode",
+		Upgrade:     "opencode",
 		// The providers' keys it reads from the environment; a key also
 		// another agent's (ANTHROPIC_API_KEY) passes into both jails.
 		Credentials: []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY",

@@ -102,7 +102,7 @@ func (pl *planner) hostEnv(l *Launch, env []string, opts agent.Options, args []s
 	for _, kv := range p.ArgsEnv(args, opts) {
 		env = setEnv(env, kv)
 	}
-	for _, kv := range gitIdentityEnv(p, pl.home) {
+	for _, kv := range gitIdentityEnv(p, pl.home, pl.ws) {
 		env = setEnv(env, kv)
 	}
 	return env, set, nil
@@ -151,12 +151,26 @@ func setEnv(env []string, kv string) []string {
 // tool runs git without any config file (Gemini CLI's sets
 // GIT_CONFIG_GLOBAL and GIT_CONFIG_SYSTEM to /dev/null and keeps only
 // GIT_CONFIG_COUNT's entries, which it numbers its own after): there the
-// identity is one of those entries, so that a commit has an author.
-func gitIdentityEnv(p *agent.Profile, home string) []string {
+// identity is one of those entries, so that a commit has an author. Those
+// entries win over a repository's own config, so the workspace's own
+// user.name and user.email, where its .git/config sets them, are the ones
+// given.
+func gitIdentityEnv(p *agent.Profile, home, ws string) []string {
 	if !p.ShellDropsGitConfig {
 		return nil
 	}
 	name, email := hostGitIdentity(home)
+	if ws != "" {
+		if fi, err := os.Lstat(filepath.Join(ws, ".git", "config")); err == nil && fi.Mode().IsRegular() {
+			n, e := gitIdentity(filepath.Join(ws, ".git", "config"))
+			if n != "" {
+				name = n
+			}
+			if e != "" {
+				email = e
+			}
+		}
+	}
 	var keys, vals []string
 	if name != "" {
 		keys, vals = append(keys, "user.name"), append(vals, name)
@@ -181,7 +195,7 @@ func gitIdentityEnv(p *agent.Profile, home string) []string {
 // home; what /etc/profile and profile.d add stays, after it. nil when the
 // host has no /etc/profile to cover (a login shell then keeps PATH).
 func loginProfile(jailPATH string) []byte {
-	data, err := readRegular(SystemRoot + "/etc/profile")
+	data, err := readRegular("/etc/profile")
 	if err != nil {
 		return nil
 	}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cco-dev/cco/internal/testenv"
+)
+
+// hostFile writes a file of the world's user.
+func (w *world) hostFile(t *testing.T, rel, content string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(w.base, rel)
+	must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	must(t, os.WriteFile(p, []byte(content), mode))
+	for d := p; d != w.base; d = filepath.Dir(d) {
+		os.Lchown(d, w.u.uid, w.u.gid)
+	}
+	return p
+}
+
+// lines are the script's KEY=VALUE output lines.
+func lines(out string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// The company's CA passes into every agent's jail and is readable there,
+// from under the home too; one in a protected tree refuses the launch. The
+// agent's own settings variables pass into its jail only, never the
+// refused ones a prefix would match. Verdicts from what the jail printed
+// and the launch's exit, on the host.
+func TestJailCompanyCAAndSettings(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	for _, u := range []runAs{asRoot, asNobody} {
+		t.Run(u.name, func(t *testing.T) {
+			w := newWorld(t, u)
+			ca := w.hostFile(t, "home/certs/company-ca.pem", "company-ca\n", 0o644)
+			w.hostFile(t, "home/certdir/ab12cd34.0", "dir-ca\n", 0o644)
+			env := []string{"NODE_EXTRA_CA_CERTS=" + ca, "SSL_CERT_DIR=" + filepath.Join(w.home, "certdir") + ":/etc/ssl/certs",
+				"PIP_CERT=" + ca, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "API_TIMEOUT_MS=600000",
+				"CLAUDE_CONFIG_DIR=/srv/elsewhere", "CLAUDE_CODE_MESSAGING_TOKEN=host-token", "RUST_LOG=debug", "IS_SANDBOX=1"}
+			script := `echo "ca=$(cat "$NODE_EXTRA_CA_CERTS")"
+echo "dirca=$(cat ` + w.home + `/certdir/ab12cd34.0)"
+echo "pip=$PIP_CERT"
+echo "nonessential=${CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC-unset}"
+echo "telemetry=${DISABLE_TELEMETRY-unset}"
+echo "timeout=${API_TIMEOUT_MS-unset}"
+echo "configdir=${CLAUDE_CONFIG_DIR-unset}"
+echo "msg=${CLAUDE_CODE_MESSAGING_TOKEN-unset}"
+echo "rust=${RUST_LOG-unset}"
+echo "sandbox=${IS_SANDBOX-unset}"
+echo "home=$(ls -A ` + w.home + ` | tr '\n' ' ')"
+`
+			r := w.sh(t, root, "claude", w.ws, script, env...)
+			got := lines(r.stdout)
+			for k, want := range map[string]string{"ca": "company-ca", "dirca": "dir-ca", "pip": ca, "nonessential": "1",
+				"telemetry": "1", "timeout": "600000", "configdir": filepath.Join(w.home, ".claude"), "msg": "unset",
+				"rust": "unset", "sandbox": "unset"} {
+				if got[k] != want {
+					t.Errorf("claude's jail: %s = %q, want %q (exit %d, stderr %s)", k, got[k], want, r.code, r.stderr)
+				}
+			}
+			// Only the CA files are shown of the home: not .ssh, .aws.
+			if strings.Contains(got["home"], ".ssh") || strings.Contains(got["home"], ".aws") {
+				t.Errorf("claude's jail home shows %s", got["home"])
+			}
+			r = w.sh(t, root, "codex", w.ws, script, env...)
+			got = lines(r.stdout)
+			for k, want := range map[string]string{"ca": "company-ca", "nonessential": "unset", "telemetry": "unset",
+				"timeout": "unset", "rust": "debug", "configdir": "unset"} {
+				if got[k] != want {
+					t.Errorf("codex's jail: %s = %q, want %q (exit %d, stderr %s)", k, got[k], want, r.code, r.stderr)
+				}
+			}
+			// A CA in a protected tree refuses the launch, naming both.
+			for _, bad := range []string{filepath.Join(w.home, ".ssh/id_ed25519"), filepath.Join(w.home, ".codex/auth.json")} {
+				r = w.sh(t, root, "claude", w.ws, "echo ran", "SSL_CERT_FILE="+bad)
+				if r.code != 126 || !strings.Contains(r.stderr, "SSL_CERT_FILE") || !strings.Contains(r.stderr, bad) || strings.Contains(r.stdout, "ran") {
+					t.Errorf("SSL_CERT_FILE=%s: exit %d, stdout %q, stderr %q; want 126 naming the variable and the path", bad, r.code, r.stdout, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// A login shell in the jail keeps the jail's PATH (Codex runs its commands
+// in one), for root and a user, in bash, sh and dash; and a commit made
+// with git's config files at /dev/null (Gemini CLI's shell) carries the
+// user's identity.
+func TestJailLoginShellAndGitIdentity(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	if _, err := os.Stat("/usr/local/go/bin/go"); err != nil {
+		t.Skip("no /usr/local/go/bin/go on this machine")
+	}
+	for _, u := range []runAs{asRoot, asNobody} {
+		t.Run(u.name, func(t *testing.T) {
+			w := newWorld(t, u)
+			script := `echo "path=$PATH"
+echo "bashl=$(bash -lc 'echo $PATH')"
+echo "bashgo=$(bash -lc 'command -v go')"
+echo "shl=$(sh -lc 'echo $PATH')"
+echo "dashl=$(dash -l -c 'echo $PATH')"
+echo "dashgo=$(dash -l -c 'command -v go')"
+`
+			for _, name := range []string{"codex", "claude"} {
+				c := w.cmd(root, name, w.ws, "probe", params(map[string]any{"mode": "sh", "script": script}))
+				c.Env = withPath(c.Env, "/usr/local/go/bin:/usr/bin:/bin")
+				r := runCmd(t, c)
+				got := lines(r.stdout)
+				if !strings.HasPrefix(got["path"], "/usr/local/go/bin:") {
+					t.Fatalf("%s: the jail's PATH %q lacks the host's /usr/local/go/bin (exit %d, stderr %s)", name, got["path"], r.code, r.stderr)
+				}
+				for _, k := range []string{"bashl", "shl", "dashl"} {
+					if !strings.HasPrefix(got[k], got["path"]) {
+						t.Errorf("%s as %s: a login shell's PATH (%s) is %q, want the jail's %q first", name, u.name, k, got[k], got["path"])
+					}
+				}
+				for _, k := range []string{"bashgo", "dashgo"} {
+					if got[k] != "/usr/local/go/bin/go" {
+						t.Errorf("%s as %s: %s = %q, want /usr/local/go/bin/go", name, u.name, k, got[k])
+					}
+				}
+			}
+			commit := `cd ` + w.ws + ` && git init -q idt && cd idt &&
+env GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_SYSTEM=/dev/null GIT_CONFIG_NOSYSTEM=1 git -c commit.gpgsign=false commit -q --allow-empty -m x &&
+echo "ident=$(git log -1 --format='%an <%ae>/%cn <%ce>')"`
+			r := w.sh(t, root, "gemini", w.ws, commit)
+			if got := lines(r.stdout)["ident"]; got != "Nobody Tester <nobody@example.org>/Nobody Tester <nobody@example.org>" {
+				t.Errorf("gemini as %s: the commit's identity is %q (exit %d, stderr %s)", u.name, got, r.code, r.stderr)
+			}
+			// On the host: the commit is there, with the identity.
+			out, err := exec.Command("git", "-c", "safe.directory=*", "-C", w.ws+"/idt", "log", "-1", "--format=%ae").Output()
+			if err != nil || strings.TrimSpace(string(out)) != "nobody@example.org" {
+				t.Errorf("the host's git log: %q %v", out, err)
+			}
+		})
+	}
+}
