@@ -136,7 +136,7 @@ var protectedSystem = []string{"/etc", "/usr", "/var/lib/cco", "/boot", "/proc",
 
 // protectedHome are the home's trees that hold credentials or cco's own
 // bookkeeping: every agent's login directories among them.
-var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco", caches.Root}, agent.LoginDirs()...)
+var protectedHome = append([]string{".ssh", ".aws", ".config/gcloud", ".gnupg", ".local/state/cco", caches.Root}, agent.LoginDirs()...)
 
 // Plan decides the jail for one launch: the Spec and the host-side work
 // that must happen before bwrap runs. It reads the filesystem but changes

@@ -147,3 +147,75 @@ echo "ident=$(git log -1 --format='%an <%ae>/%cn <%ce>')"`
 		})
 	}
 }
+
+// Bedrock: with CLAUDE_CODE_USE_BEDROCK=1, claude's jail gets the keys of
+// the profile AWS_PROFILE names, resolved on the host (static keys, and a
+// credential_process script), and codex's jail, launched with the same
+// environment, none; ~/.aws stays hidden in both. Vertex: the application
+// default credentials file is readable in claude's jail, named by
+// GOOGLE_APPLICATION_CREDENTIALS, and ~/.config/gcloud stays hidden.
+func TestJailCloudCredentials(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	for _, u := range []runAs{asRoot, asNobody} {
+		t.Run(u.name, func(t *testing.T) {
+			w := newWorld(t, u)
+			proc := w.hostFile(t, "bin/aws-creds", `#!/bin/sh
+echo '{"Version":1,"AccessKeyId":"AKIDPROCESS","SecretAccessKey":"proc-secret","SessionToken":"proc-token","Expiration":"2099-01-01T00:00:00Z"}'
+`, 0o755)
+			w.hostFile(t, "home/.aws/config", "[profile static]\nregion = eu-west-1\n[profile proc]\nregion = us-east-2\ncredential_process = "+proc+"\n", 0o600)
+			w.hostFile(t, "home/.aws/credentials", "[static]\naws_access_key_id = AKIDSTATIC\naws_secret_access_key = static-secret\n", 0o600)
+			w.hostFile(t, "home/.config/gcloud/application_default_credentials.json", `{"type":"authorized_user","refresh_token":"adc-token"}`, 0o600)
+			script := `echo "id=${AWS_ACCESS_KEY_ID-unset}"
+echo "secret=${AWS_SECRET_ACCESS_KEY-unset}"
+echo "token=${AWS_SESSION_TOKEN-unset}"
+echo "region=${AWS_REGION-unset}/${AWS_DEFAULT_REGION-unset}"
+echo "aws=$(ls -A ` + w.home + `/.aws 2>&1 | tr '\n' ' ')"
+echo "gac=${GOOGLE_APPLICATION_CREDENTIALS-unset}"
+echo "adc=$(cat "${GOOGLE_APPLICATION_CREDENTIALS:-/nonexistent}" 2>/dev/null)"
+echo "gcloud=$(ls -A ` + w.home + `/.config/gcloud 2>&1 | tr '\n' ' ')"
+`
+			for _, c := range []struct {
+				profile, id, secret, token, region string
+			}{
+				{"static", "AKIDSTATIC", "static-secret", "unset", "eu-west-1/eu-west-1"},
+				{"proc", "AKIDPROCESS", "proc-secret", "proc-token", "us-east-2/us-east-2"},
+			} {
+				env := []string{"CLAUDE_CODE_USE_BEDROCK=1", "AWS_PROFILE=" + c.profile}
+				r := w.sh(t, root, "claude", w.ws, script, env...)
+				got := lines(r.stdout)
+				for k, want := range map[string]string{"id": c.id, "secret": c.secret, "token": c.token, "region": c.region, "gac": "unset"} {
+					if got[k] != want {
+						t.Errorf("claude, profile %s: %s = %q, want %q (exit %d, stderr %s)", c.profile, k, got[k], want, r.code, r.stderr)
+					}
+				}
+				if strings.Contains(got["aws"], "config") || strings.Contains(got["aws"], "credentials") {
+					t.Errorf("claude's jail shows ~/.aws: %s", got["aws"])
+				}
+				r = w.sh(t, root, "codex", w.ws, script, env...)
+				got = lines(r.stdout)
+				for _, k := range []string{"id", "secret", "token"} {
+					if got[k] != "unset" {
+						t.Errorf("codex's jail, profile %s: %s = %q, want none (exit %d, stderr %s)", c.profile, k, got[k], r.code, r.stderr)
+					}
+				}
+			}
+			// A profile that gives no credentials refuses the launch with the fix.
+			r := w.sh(t, root, "claude", w.ws, "echo ran", "CLAUDE_CODE_USE_BEDROCK=1", "AWS_PROFILE=missing")
+			if r.code != 126 || !strings.Contains(r.stderr, "missing") || !strings.Contains(r.stderr, "fix:") || strings.Contains(r.stdout, "ran") {
+				t.Errorf("a missing AWS profile: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+
+			r = w.sh(t, root, "claude", w.ws, script, "CLAUDE_CODE_USE_VERTEX=1")
+			got := lines(r.stdout)
+			if got["gac"] != "/run/cco/gcloud/application_default_credentials.json" || !strings.Contains(got["adc"], "adc-token") ||
+				strings.Contains(got["gcloud"], "application_default") || got["id"] != "unset" {
+				t.Errorf("claude with Vertex: %q (exit %d, stderr %s)", got, r.code, r.stderr)
+			}
+			r = w.sh(t, root, "codex", w.ws, script, "CLAUDE_CODE_USE_VERTEX=1")
+			if got := lines(r.stdout); got["gac"] != "unset" || got["adc"] != "" {
+				t.Errorf("codex with claude's Vertex switch: %q", got)
+			}
+		})
+	}
+}
