@@ -83,7 +83,7 @@ func (pl *planner) hostEnv(l *Launch, env []string, opts agent.Options, args []s
 	for _, kv := range hostenv.Settings(p, l.Environ) {
 		env = setEnv(env, kv)
 	}
-	creds, err := cloudcreds.Resolve(p, &cloudcreds.Host{Home: pl.home, Environ: l.Environ}, func(host string) (string, string, error) {
+	creds, err := cloudcreds.Resolve(p, &cloudcreds.Host{Home: pl.home, Environ: l.Environ, Helper: SystemRoot + ProxyPath}, func(host string) (string, string, error) {
 		return pl.adcFile(v, host)
 	})
 	if err != nil {

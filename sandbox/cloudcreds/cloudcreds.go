@@ -9,14 +9,14 @@
 package cloudcreds
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/cco-dev/cco/agent"
 )
@@ -48,6 +48,9 @@ type Host struct {
 	Environ []string
 	// Now is the clock for the expiry note (time.Now when nil).
 	Now func() time.Time
+	// Helper is the program that runs AWSMode (the egress proxy's
+	// binary).
+	Helper string
 }
 
 func (h *Host) getenv(k string) string {
@@ -82,12 +85,30 @@ func Resolve(p *agent.Profile, h *Host, adc func(host string) (jail, bindSrc str
 	return c, nil
 }
 
-// aws resolves the AWS profile's credentials with the SDK's loader: the
-// environment's keys first, then the profile AWS_PROFILE names (or
-// "default") in AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE (or
-// ~/.aws/config and ~/.aws/credentials).
+// AWSMode is the egress-proxy argument that resolves the AWS profile's
+// credentials (package awsload) and answers with an Answer on standard
+// output. The SDK links an HTTP stack: it runs there, in a process the
+// shadow starts only while a Bedrock switch is on, never in the shadow.
+const AWSMode = "aws-credentials"
+
+// Answer is the aws-credentials process's answer, as JSON.
+type Answer struct {
+	AccessKeyID     string    `json:"access_key_id,omitempty"`
+	SecretAccessKey string    `json:"secret_access_key,omitempty"`
+	SessionToken    string    `json:"session_token,omitempty"`
+	Region          string    `json:"region,omitempty"`
+	Source          string    `json:"source,omitempty"`
+	Expires         time.Time `json:"expires,omitzero"`
+	Error           string    `json:"error,omitempty"`
+}
+
+// aws resolves the AWS profile's credentials with the SDK's loader, in
+// the helper process, with the user's environment: the environment's keys
+// first, then the profile AWS_PROFILE names (or "default") in
+// AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE (or ~/.aws/config and
+// ~/.aws/credentials).
 func (c *Creds) aws(p *agent.Profile, h *Host) error {
-	if h.getenv("CLAUDE_CODE_SKIP_BEDROCK_AUTH") != "" && agent.On(h.getenv("CLAUDE_CODE_SKIP_BEDROCK_AUTH")) {
+	if agent.On(h.getenv("CLAUDE_CODE_SKIP_BEDROCK_AUTH")) {
 		// A gateway signs the requests: no credentials wanted.
 		return nil
 	}
@@ -95,69 +116,53 @@ func (c *Creds) aws(p *agent.Profile, h *Host) error {
 		// Bedrock's API key: the profile's own credential, passed as it is.
 		return nil
 	}
-	profile := h.getenv("AWS_PROFILE")
-	cfgFile := h.getenv("AWS_CONFIG_FILE")
-	if cfgFile == "" {
-		cfgFile = filepath.Join(h.Home, ".aws", "config")
-	}
-	credFile := h.getenv("AWS_SHARED_CREDENTIALS_FILE")
-	if credFile == "" {
-		credFile = filepath.Join(h.Home, ".aws", "credentials")
-	}
-	opts := []func(*config.LoadOptions) error{
-		config.WithSharedConfigFiles([]string{cfgFile}),
-		config.WithSharedCredentialsFiles([]string{credFile}),
-	}
-	if profile != "" {
-		opts = append(opts, config.WithSharedConfigProfile(profile))
-	}
-	ak, sk, st := h.getenv("AWS_ACCESS_KEY_ID"), h.getenv("AWS_SECRET_ACCESS_KEY"), h.getenv("AWS_SESSION_TOKEN")
-	if ak != "" && sk != "" {
-		opts = append(opts, config.WithCredentialsProvider(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk, SessionToken: st, Source: "environment"}, nil
-		})))
-	}
-	if r := h.getenv("AWS_REGION"); r != "" {
-		opts = append(opts, config.WithRegion(r))
-	} else if r := h.getenv("AWS_DEFAULT_REGION"); r != "" {
-		opts = append(opts, config.WithRegion(r))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
-	defer cancel()
-	name := profile
+	name := h.getenv("AWS_PROFILE")
 	if name == "" {
 		name = "default"
 	}
 	fix := fmt.Sprintf("(fix: sign in on the host, e.g. aws sso login --profile %s, or set AWS_PROFILE to a profile with credentials, or unset %s)", name, switchOf(p, agent.CloudAWS))
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return fmt.Errorf("loading the AWS profile %s for %s's Bedrock: %w %s", name, p.Name, err, fix)
+	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout+5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.Helper, AWSMode)
+	cmd.Env = h.Environ
+	cmd.Dir = h.Home
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	runErr := cmd.Run()
+	var a Answer
+	if err := json.Unmarshal(out.Bytes(), &a); err != nil {
+		return fmt.Errorf("resolving the AWS profile %s for %s's Bedrock: %s %s: %v %s", name, p.Name, h.Helper, AWSMode, firstOf(runErr, err), fix)
 	}
-	if cfg.Credentials == nil {
-		return fmt.Errorf("the AWS profile %s has no credentials for %s's Bedrock %s", name, p.Name, fix)
+	if a.Error != "" {
+		return fmt.Errorf("resolving the AWS profile %s's credentials for %s's Bedrock: %s %s", name, p.Name, a.Error, fix)
 	}
-	cr, err := cfg.Credentials.Retrieve(ctx)
-	if err != nil {
-		return fmt.Errorf("resolving the AWS profile %s's credentials for %s's Bedrock: %w %s", name, p.Name, err, fix)
-	}
-	if cr.AccessKeyID == "" || cr.SecretAccessKey == "" {
+	if a.AccessKeyID == "" || a.SecretAccessKey == "" {
 		return fmt.Errorf("the AWS profile %s gave no access key for %s's Bedrock %s", name, p.Name, fix)
 	}
-	c.Env = append(c.Env, "AWS_ACCESS_KEY_ID="+cr.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+cr.SecretAccessKey)
-	if cr.SessionToken != "" {
-		c.Env = append(c.Env, "AWS_SESSION_TOKEN="+cr.SessionToken)
+	c.Env = append(c.Env, "AWS_ACCESS_KEY_ID="+a.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+a.SecretAccessKey)
+	if a.SessionToken != "" {
+		c.Env = append(c.Env, "AWS_SESSION_TOKEN="+a.SessionToken)
 	}
-	if cfg.Region != "" {
-		c.Env = append(c.Env, "AWS_REGION="+cfg.Region, "AWS_DEFAULT_REGION="+cfg.Region)
+	if a.Region != "" {
+		c.Env = append(c.Env, "AWS_REGION="+a.Region, "AWS_DEFAULT_REGION="+a.Region)
 	}
-	if cr.CanExpire {
+	if !a.Expires.IsZero() {
 		now := time.Now
 		if h.Now != nil {
 			now = h.Now
 		}
-		left := cr.Expires.Sub(now()).Round(time.Minute)
+		left := a.Expires.Sub(now()).Round(time.Minute)
 		c.Notes = append(c.Notes, fmt.Sprintf("%s's Bedrock credentials from the AWS profile %s are temporary: they expire at %s (in %s); the jail cannot renew them, so start %s again then (%s --continue keeps the conversation)",
-			p.Name, name, cr.Expires.UTC().Format("15:04 UTC"), left, p.Name, p.Name))
+			p.Name, name, a.Expires.UTC().Format("2006-01-02 15:04 UTC"), left, p.Name, p.Name))
+	}
+	return nil
+}
+
+func firstOf(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
 	}
 	return nil
 }
