@@ -22,10 +22,10 @@ func TestSettingsEnv(t *testing.T) {
 		{claude, "MAX_THINKING_TOKENS", true},
 		{claude, "BASH_DEFAULT_TIMEOUT_MS", true},
 		{claude, "VERTEX_REGION_CLAUDE_3_5_HAIKU", true},
-		{claude, "CLAUDE_CODE_", false},               // the bare prefix
-		{claude, "CLAUDE_CONFIG_DIR", false},          // moves its state
+		{claude, "CLAUDE_CODE_", false},                // the bare prefix
+		{claude, "CLAUDE_CONFIG_DIR", false},           // moves its state
 		{claude, "CLAUDE_CODE_MESSAGING_TOKEN", false}, // its children's
-		{claude, "DISABLE_AUTOUPDATER", false},        // the jail sets it
+		{claude, "DISABLE_AUTOUPDATER", false},         // the jail sets it
 		{claude, "IS_SANDBOX", false},
 		{claude, "RUST_LOG", false},
 		{codex, "RUST_LOG", true},
@@ -62,7 +62,7 @@ func TestClaudeIsSandbox(t *testing.T) {
 		{Options{SkipPermissions: true}, []string{"-p", "hi"}, false},
 		{Options{Root: true}, []string{"-p", "hi"}, false},
 		{Options{Root: true}, []string{"--dangerously-skip-permissions", "-p", "hi"}, false}, // the user's own flag
-		{Options{SkipPermissions: true, Root: true}, []string{"--version"}, false},            // nothing injected
+		{Options{SkipPermissions: true, Root: true}, []string{"--version"}, false},           // nothing injected
 		{Options{SkipPermissions: true, Root: true}, []string{"--", "--dangerously-skip-permissions"}, true},
 	} {
 		env := claude.ArgsEnv(claude.Args(c.args, c.o), c.o)

@@ -73,7 +73,7 @@ func TestResolveGoogle(t *testing.T) {
 		!slices.Equal(c.Env, []string{"GOOGLE_APPLICATION_CREDENTIALS=" + GoogleJailADC}) || len(c.Files) != 1 {
 		t.Errorf("%v asked %q creds %+v", err, asked, c)
 	}
-	c, err = Resolve(gemini, &Host{Home: home, Environ: []string{"GOOGLE_GENAI_USE_VERTEXAI=1", "GOOGLE_APPLICATION_CREDENTIALS=/srv/sa.json"}}, adc)
+	_, err = Resolve(gemini, &Host{Home: home, Environ: []string{"GOOGLE_GENAI_USE_VERTEXAI=1", "GOOGLE_APPLICATION_CREDENTIALS=/srv/sa.json"}}, adc)
 	if err != nil || asked != "/srv/sa.json" {
 		t.Errorf("%v asked %q", err, asked)
 	}
