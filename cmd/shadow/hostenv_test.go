@@ -219,3 +219,37 @@ echo "gcloud=$(ls -A ` + w.home + `/.config/gcloud 2>&1 | tr '\n' ' ')"
 		})
 	}
 }
+
+// IS_SANDBOX=1 is in claude's jail where the shadow gives it
+// --dangerously-skip-permissions and the session is root, and nowhere
+// else: not for a user, not without the key, not in another agent's jail,
+// and a host IS_SANDBOX never passes.
+func TestJailIsSandboxForRootsSkipPermissions(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	cfg := filepath.Join(root, "etc/cco/sandbox.toml")
+	script := `echo "sandbox=${IS_SANDBOX-unset}"`
+	for _, c := range []struct {
+		u    runAs
+		name string
+		skip bool
+		want string
+	}{
+		{asRoot, "claude", true, "1"},
+		{asNobody, "claude", true, "unset"},
+		{asRoot, "claude", false, "unset"},
+		{asRoot, "codex", true, "unset"},
+	} {
+		if c.skip {
+			must(t, os.WriteFile(cfg, []byte("claude_skip_permissions = true\n"), 0o644))
+		} else {
+			os.Remove(cfg)
+		}
+		w := newWorld(t, c.u)
+		r := w.sh(t, root, c.name, w.ws, script, "IS_SANDBOX=host")
+		if got := lines(r.stdout)["sandbox"]; got != c.want {
+			t.Errorf("%s as %s, claude_skip_permissions %v: IS_SANDBOX %q, want %q (exit %d, stderr %s)", c.name, c.u.name, c.skip, got, c.want, r.code, r.stderr)
+		}
+	}
+	os.Remove(cfg)
+}
