@@ -167,6 +167,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	}
 	st.Agents = agentStatus(root, rc, rep, vendor)
 	st.Egress = egressMode(root, rep, reported)
+	st.Warnings = append(st.Warnings, allowlistWarnings(root, st.Agents)...)
 	for _, a := range st.Agents {
 		// A jail-only agent has no guard to be active: not drift.
 		if !a.GuardActive && a.Guard != string(managed.JailOnly) && installed && !reported[a.GuardPath] {
