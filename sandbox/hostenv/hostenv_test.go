@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/docscheck"
 )
 
 // view shows everything but hidden, and protects protected.
@@ -74,5 +75,16 @@ func TestSettings(t *testing.T) {
 	got := Settings(claude, []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CONFIG_DIR=/x", "DISABLE_TELEMETRY=1", "RUST_LOG=debug", "NOEQUALS"})
 	if !slices.Equal(got, []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1"}) {
 		t.Errorf("claude's settings %q", got)
+	}
+}
+
+// docs/reference/environment.md's CA table names every CA variable.
+func TestDocsCAVars(t *testing.T) {
+	tb := docscheck.TableOf(t, "docs/reference/environment.md", "The company's CA")
+	vc := tb.Col(t, "variable")
+	for _, v := range CAVars {
+		if !slices.ContainsFunc(tb.Rows, func(r []docscheck.Cell) bool { return slices.Contains(r[vc].Code, v) }) {
+			t.Errorf("docs/reference/environment.md, %s: add a row for %s", tb.Heading, v)
+		}
 	}
 }
