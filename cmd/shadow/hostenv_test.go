@@ -60,6 +60,10 @@ echo "msg=${CLAUDE_CODE_MESSAGING_TOKEN-unset}"
 echo "rust=${RUST_LOG-unset}"
 echo "sandbox=${IS_SANDBOX-unset}"
 echo "home=$(ls -A ` + w.home + ` | tr '\n' ' ')"
+if echo planted >> "$NODE_EXTRA_CA_CERTS" 2>/dev/null; then echo "wrote_ca=yes"; else echo "wrote_ca=no"; fi
+if rm -f "$NODE_EXTRA_CA_CERTS" 2>/dev/null && [ ! -e "$NODE_EXTRA_CA_CERTS" ]; then echo "removed_ca=yes"; else echo "removed_ca=no"; fi
+if echo planted >> /etc/profile 2>/dev/null; then echo "wrote_profile=yes"; else echo "wrote_profile=no"; fi
+ls -A ` + w.home + `/.ssh >/dev/null 2>&1 && echo "ssh=shown" || echo "ssh=hidden"
 `
 			r := w.sh(t, root, "claude", w.ws, script, env...)
 			got := lines(r.stdout)
@@ -69,6 +73,22 @@ echo "home=$(ls -A ` + w.home + ` | tr '\n' ' ')"
 				if got[k] != want {
 					t.Errorf("claude's jail: %s = %q, want %q (exit %d, stderr %s)", k, got[k], want, r.code, r.stderr)
 				}
+			}
+			// The bound CA and the jail's /etc/profile are read-only: the
+			// host's files are as they were.
+			for _, k := range []string{"wrote_ca", "removed_ca", "wrote_profile"} {
+				if got[k] != "no" {
+					t.Errorf("claude's jail: %s = %q", k, got[k])
+				}
+			}
+			if b, err := os.ReadFile(ca); err != nil || string(b) != "company-ca\n" {
+				t.Errorf("the host's CA file after the session: %q %v", b, err)
+			}
+			if b, err := os.ReadFile("/etc/profile"); err != nil || strings.Contains(string(b), "planted") || strings.Contains(string(b), "cco:") {
+				t.Errorf("the host's /etc/profile after the session holds the jail's lines or a plant: %v", err)
+			}
+			if got["ssh"] != "hidden" {
+				t.Errorf("claude's jail shows ~/.ssh beside the bound CA")
 			}
 			// Only the CA files are shown of the home: not .ssh, .aws.
 			if strings.Contains(got["home"], ".ssh") || strings.Contains(got["home"], ".aws") {
@@ -174,6 +194,7 @@ echo "aws=$(ls -A ` + w.home + `/.aws 2>&1 | tr '\n' ' ')"
 echo "gac=${GOOGLE_APPLICATION_CREDENTIALS-unset}"
 echo "adc=$(cat "${GOOGLE_APPLICATION_CREDENTIALS:-/nonexistent}" 2>/dev/null)"
 echo "gcloud=$(ls -A ` + w.home + `/.config/gcloud 2>&1 | tr '\n' ' ')"
+if [ -n "$GOOGLE_APPLICATION_CREDENTIALS" ] && echo planted >> "$GOOGLE_APPLICATION_CREDENTIALS" 2>/dev/null; then echo "wrote_adc=yes"; else echo "wrote_adc=no"; fi
 `
 			for _, c := range []struct {
 				profile, id, secret, token, region string
@@ -209,8 +230,11 @@ echo "gcloud=$(ls -A ` + w.home + `/.config/gcloud 2>&1 | tr '\n' ' ')"
 			r = w.sh(t, root, "claude", w.ws, script, "CLAUDE_CODE_USE_VERTEX=1")
 			got := lines(r.stdout)
 			if got["gac"] != "/run/cco/gcloud/application_default_credentials.json" || !strings.Contains(got["adc"], "adc-token") ||
-				strings.Contains(got["gcloud"], "application_default") || got["id"] != "unset" {
+				strings.Contains(got["gcloud"], "application_default") || got["id"] != "unset" || got["wrote_adc"] != "no" {
 				t.Errorf("claude with Vertex: %q (exit %d, stderr %s)", got, r.code, r.stderr)
+			}
+			if b, _ := os.ReadFile(filepath.Join(w.home, ".config/gcloud/application_default_credentials.json")); strings.Contains(string(b), "planted") {
+				t.Errorf("the host's credentials file was written from the jail")
 			}
 			r = w.sh(t, root, "codex", w.ws, script, "CLAUDE_CODE_USE_VERTEX=1")
 			if got := lines(r.stdout); got["gac"] != "unset" || got["adc"] != "" {
