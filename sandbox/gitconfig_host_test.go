@@ -86,3 +86,20 @@ func TestPlanCompanyCA(t *testing.T) {
 		}
 	}
 }
+
+// A CA where the jail shows the agent's own tree instead of the host's
+// (the cache tree at ~/.cache, a cache's link) refuses the launch: a bind
+// there would make a file in the agent's cache, or be covered.
+func TestPlanCAInTheJailsOwnTrees(t *testing.T) {
+	f := newFixture(t)
+	claude, _ := agent.Lookup("claude")
+	for _, rel := range []string{".cache/corp.pem", ".npm/corp.pem"} {
+		p := filepath.Join(f.home, rel)
+		testenv.Must(t, os.MkdirAll(filepath.Dir(p), 0o700))
+		testenv.Must(t, os.WriteFile(p, []byte("ca"), 0o600))
+		l := &Launch{Profile: claude, Config: &Config{}, Home: f.home, User: "ada", UID: 1000, Cwd: f.ws, Environ: []string{"NODE_EXTRA_CA_CERTS=" + p}}
+		if _, _, err := Plan(l); err == nil || !strings.Contains(err.Error(), "NODE_EXTRA_CA_CERTS") {
+			t.Errorf("%s: %v, want a refusal", rel, err)
+		}
+	}
+}

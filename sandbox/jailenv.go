@@ -48,6 +48,28 @@ func (v jailView) Protected(p string) string {
 			return m.Path
 		}
 	}
+	// Where the jail shows something else than the host (the agent's
+	// cache tree at ~/.cache, a cache's link, a scratch tmpfs), a bind
+	// would land in that other tree or be covered by it.
+	other := ""
+	v.s.eachBind(func(b *Bind, _ bool) {
+		if other == "" && b.Src != b.Dst && paths.Within(p, b.Dst) {
+			other = b.Dst
+		}
+	})
+	if other != "" {
+		return other
+	}
+	for _, l := range v.s.Links {
+		if paths.Within(p, l.Path) {
+			return l.Path
+		}
+	}
+	for _, d := range v.s.Scratch {
+		if paths.Within(p, d) {
+			return d
+		}
+	}
 	return ""
 }
 
