@@ -1,0 +1,56 @@
+// Command modelapi is a stand-in for the Gemini API on loopback, for the
+// real Gemini CLI's tests: its first turn asks the CLI's shell tool to run
+// -cmd, its next one ends the turn. Every request's path and body are
+// appended to -log, where the test reads what the tool answered.
+//
+//	modelapi -addr 127.0.0.1:PORT -cmd 'go version' -log FILE
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	cmd := flag.String("cmd", "true", "the command the model asks the shell tool to run")
+	logf := flag.String("log", "/dev/null", "the request log")
+	flag.Parse()
+	log, err := os.OpenFile(*logf, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o666)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "modelapi:", err)
+		os.Exit(1)
+	}
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(log, "%s %s\n%s\n", r.Method, r.URL.Path, body)
+		switch {
+		case strings.HasSuffix(r.URL.Path, ":countTokens"):
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"totalTokens": 10}`)
+		case strings.HasSuffix(r.URL.Path, ":streamGenerateContent"):
+			w.Header().Set("Content-Type", "text/event-stream")
+			var part any = map[string]any{"text": "All done."}
+			if !strings.Contains(string(body), `"functionResponse":`) {
+				part = map[string]any{"functionCall": map[string]any{"name": "run_shell_command", "args": map[string]any{"command": *cmd, "description": "run it"}}}
+			}
+			b, _ := json.Marshal(map[string]any{"candidates": []any{map[string]any{"content": map[string]any{"role": "model", "parts": []any{part}}, "finishReason": "STOP", "index": 0}},
+				"usageMetadata": map[string]any{"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}})
+			fmt.Fprintf(w, "data: %s\n\n", b)
+		case strings.HasSuffix(r.URL.Path, ":generateContent"):
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"candidates":[{"content":{"role":"model","parts":[{"text":"{\"next_speaker\": \"user\", \"reasoning\": \"done\"}"}]},"finishReason":"STOP","index":0}]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	if err := http.ListenAndServe(*addr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "modelapi:", err)
+		os.Exit(1)
+	}
+}
