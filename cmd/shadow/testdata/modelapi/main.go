@@ -1,7 +1,8 @@
-// Command modelapi is a stand-in for the Gemini API on loopback, for the
-// real Gemini CLI's tests: its first turn asks the CLI's shell tool to run
-// -cmd, its next one ends the turn. Every request's path and body are
-// appended to -log, where the test reads what the tool answered.
+// Command modelapi is a stand-in for the Gemini API and OpenAI's Responses
+// API on loopback, for the real Gemini CLI's and Codex's tests: its first
+// turn asks the agent's shell tool to run -cmd, its next one ends the turn.
+// Every request's path and body are appended to -log, where the test reads
+// what the tool answered.
 //
 //	modelapi -addr 127.0.0.1:PORT -cmd 'go version' -log FILE
 package main
@@ -30,6 +31,8 @@ func main() {
 		body, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(log, "%s %s\n%s\n", r.Method, r.URL.Path, body)
 		switch {
+		case strings.HasSuffix(r.URL.Path, "/responses"):
+			responses(w, body, *cmd)
 		case strings.HasSuffix(r.URL.Path, ":countTokens"):
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"totalTokens": 10}`)
@@ -53,4 +56,44 @@ func main() {
 		fmt.Fprintln(os.Stderr, "modelapi:", err)
 		os.Exit(1)
 	}
+}
+
+// responses answers a Responses API request as Server-Sent Events: a call
+// of the shell tool the request offers, or, once the request carries its
+// output, a message that ends the turn.
+func responses(w http.ResponseWriter, body []byte, cmd string) {
+	var req struct {
+		Tools []struct {
+			Type, Name string
+		} `json:"tools"`
+	}
+	json.Unmarshal(body, &req)
+	w.Header().Set("Content-Type", "text/event-stream")
+	event := func(v map[string]any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", v["type"], b)
+	}
+	event(map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_1"}})
+	var item map[string]any
+	if strings.Contains(string(body), `"function_call_output"`) {
+		item = map[string]any{"type": "message", "role": "assistant", "id": "msg_1",
+			"content": []any{map[string]any{"type": "output_text", "text": "All done."}}}
+	} else {
+		name, args := "shell", map[string]any{"command": []string{"bash", "-lc", cmd}}
+		for _, t := range req.Tools {
+			switch t.Name {
+			case "exec_command":
+				name, args = t.Name, map[string]any{"cmd": cmd}
+			case "shell_command":
+				if name != "exec_command" {
+					name, args = t.Name, map[string]any{"command": cmd}
+				}
+			}
+		}
+		a, _ := json.Marshal(args)
+		item = map[string]any{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name, "arguments": string(a)}
+	}
+	event(map[string]any{"type": "response.output_item.done", "item": item})
+	event(map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1",
+		"usage": map[string]any{"input_tokens": 10, "output_tokens": 5, "total_tokens": 15, "input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}}})
 }
