@@ -858,3 +858,17 @@ func (p *Profile) settingMatch(k string) bool {
 	}
 	return false
 }
+
+// SettingsRefused are the names p's SettingsEnv matches that never pass:
+// the refused names and p's children's variables, sorted (the reference
+// lists them beside the settings).
+func (p *Profile) SettingsRefused() []string {
+	var out []string
+	for _, n := range append(RefusedEnv(), p.ChildEnv...) {
+		if p.settingMatch(n) && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -47,7 +47,7 @@ func TestDocsAgents(t *testing.T) {
 // sets.
 func TestDocsSettingsAndClouds(t *testing.T) {
 	tb := docscheck.TableOf(t, "docs/reference/environment.md", "The agent's settings variables")
-	ac, pc, sc := tb.Col(t, "agent"), tb.Col(t, "passes"), tb.Col(t, "source")
+	ac, pc, sc, nc := tb.Col(t, "agent"), tb.Col(t, "passes"), tb.Col(t, "source"), tb.Col(t, "not passed, though a prefix matches")
 	for _, p := range agent.All() {
 		found := false
 		for _, r := range tb.Rows {
@@ -58,6 +58,11 @@ func TestDocsSettingsAndClouds(t *testing.T) {
 			for _, s := range p.SettingsEnv {
 				if !strings.Contains(r[pc].Text, s) {
 					t.Errorf("docs/reference/environment.md, %s row %s lacks %s", tb.Heading, p.Name, s)
+				}
+			}
+			for _, n := range p.SettingsRefused() {
+				if !strings.Contains(r[nc].Text, n) {
+					t.Errorf("docs/reference/environment.md, %s row %s: the not-passed column lacks %s", tb.Heading, p.Name, n)
 				}
 			}
 			if len(p.SettingsEnv) == 0 && !strings.Contains(r[pc].Text, "none") {
