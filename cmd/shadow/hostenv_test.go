@@ -240,6 +240,16 @@ if [ -n "$GOOGLE_APPLICATION_CREDENTIALS" ] && echo planted >> "$GOOGLE_APPLICAT
 			if got := lines(r.stdout); got["gac"] != "unset" || got["adc"] != "" {
 				t.Errorf("codex with claude's Vertex switch: %q", got)
 			}
+			// Gemini's own switch: its jail gets the file; claude's, with
+			// Gemini's switch alone, does not.
+			r = w.sh(t, root, "gemini", w.ws, script, "GOOGLE_GENAI_USE_VERTEXAI=true")
+			if got := lines(r.stdout); got["gac"] != "/run/cco/gcloud/application_default_credentials.json" || !strings.Contains(got["adc"], "adc-token") {
+				t.Errorf("gemini with Vertex: %q (exit %d, stderr %s)", got, r.code, r.stderr)
+			}
+			r = w.sh(t, root, "claude", w.ws, script, "GOOGLE_GENAI_USE_VERTEXAI=true")
+			if got := lines(r.stdout); got["gac"] != "unset" || got["adc"] != "" {
+				t.Errorf("claude with Gemini's Vertex switch: %q", got)
+			}
 		})
 	}
 }
