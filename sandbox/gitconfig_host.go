@@ -112,7 +112,8 @@ func gitSectionHeader(l string) (sec, sub, rest string) {
 		sec = strings.ToLower(strings.TrimSpace(l[1:end]))
 	}
 	if end < 0 {
-		return sec, sub, ""
+		// git refuses a header it cannot close: nothing below it is read.
+		return "", "", ""
 	}
 	return sec, sub, l[end+1:]
 }
