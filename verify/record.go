@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"time"
-
 )
 
 // RecordPath is where the last verdict is kept, beside the receipt.

@@ -125,7 +125,7 @@ func verifyJail(ctx context.Context, root *provision.Root, o *options, stdout, s
 		}
 		return provision.ExitFailed, err
 	}
-	res, err := runBatteries(ctx, root, names, u, installed)
+	res, err := runBatteries(ctx, root, rc, names, u, installed)
 	if err != nil {
 		return provision.ExitFailed, err
 	}
@@ -149,14 +149,18 @@ func verifyJail(ctx context.Context, root *provision.Root, o *options, stdout, s
 }
 
 // runBatteries runs one battery per agent as u and sums them up.
-func runBatteries(ctx context.Context, root *provision.Root, names []string, u verify.User, installed map[string]string) (*verify.Result, error) {
+func runBatteries(ctx context.Context, root *provision.Root, rc *provision.Receipt, names []string, u verify.User, installed map[string]string) (*verify.Result, error) {
 	passwd, _ := root.ReadFile("/etc/passwd")
 	others := verify.OtherHomes(passwd, u)
 	res := &verify.Result{Time: time.Now().UTC().Truncate(time.Second), Versions: map[string]string{"cco": provision.Version}}
 	var bs []*verify.Battery
 	for _, name := range names {
 		p, _ := agent.Lookup(name)
-		t := verify.Target{Agent: p, User: u, Shadow: root.HostPath(BinDir + "/" + name), OtherHomes: others}
+		t := verify.Target{Agent: p, User: u, Shadow: root.HostPath(BinDir + "/" + name), OtherHomes: others, Reinstall: "sudo cco-install"}
+		if e, ok := rc.Paths[BinDir+"/"+name]; ok && e.SHA256 != "" && verify.HashFile(t.Shadow) != e.SHA256 {
+			// An edited owned file is replaced only with --force.
+			t.Reinstall = "sudo cco-install --force"
+		}
 		if p.Policy != "" {
 			t.GateScript = root.HostPath(guard.PromptGateScript)
 		}
@@ -247,7 +251,7 @@ func verifyAfterApply(ctx context.Context, root *provision.Root, changed []strin
 		return
 	}
 	u := verify.User{Name: "root", UID: 0, GID: 0, Home: rootHome(root)}
-	res, err := runBatteries(ctx, root, names, u, installed)
+	res, err := runBatteries(ctx, root, rc, names, u, installed)
 	if err != nil {
 		safetext.Linef(stderr, "cco-install: the jail could not be verified after this run: %v (run `sudo cco-install verify`)", err)
 		return
