@@ -79,6 +79,11 @@ type Profile struct {
 	// Watched are home files that must stay writable and can name commands
 	// (mcpServers); the shadow warns about entries a session added.
 	Watched []string
+	// Trust are the trust lists in the agent's writable login state
+	// (TrustList): the folders, projects and servers it trusts, kept in
+	// the file its login refreshes. Each is put back after the session to
+	// its value at launch (package sandbox/trust).
+	Trust []TrustList
 	// Upgrade is the agent's name for `cco-install --upgrade`.
 	Upgrade string
 	// Default: the agent is in the `agents` key's default.
@@ -215,8 +220,14 @@ var table = map[string]*Profile{
 		HomeBinary:        ".local/bin/claude",
 		CarryOver:         [][2]string{{".claude.json", ".claude/.claude.json"}},
 		Watched:           []string{".claude/.claude.json"},
-		Upgrade:           "claude",
-		Default:           true,
+		// A project's trust dialog, its .mcp.json servers enabled (all, or
+		// by name, or not disabled), its pre-approved tools and its
+		// CLAUDE.md's external includes.
+		Trust: []TrustList{{File: ".claude/.claude.json", Keys: []string{"projects.*.hasTrustDialogAccepted",
+			"projects.*.enableAllProjectMcpServers", "projects.*.enabledMcpjsonServers", "projects.*.disabledMcpjsonServers",
+			"projects.*.allowedTools", "projects.*.hasClaudeMdExternalIncludesApproved"}}},
+		Upgrade: "claude",
+		Default: true,
 		Credentials: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
 			"ANTHROPIC_CUSTOM_HEADERS", "AWS_BEARER_TOKEN_BEDROCK"},
 		// Claude Code's provider settings: its gateway, its models, and
@@ -512,6 +523,10 @@ var table = map[string]*Profile{
 		Credentials: []string{"COPILOT_GITHUB_TOKEN", "COPILOT_PROVIDER_API_KEY"},
 		ProviderEnv: []string{"COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_TYPE", "COPILOT_MODEL", "COPILOT_OFFLINE", "COPILOT_GH_HOST"},
 		Secrets:     []string{".copilot/config.json"},
+		// config.json holds the login and the trusted folders, whose
+		// hooks, MCP servers and plugins load unasked; 1.0.102 migrates
+		// trusted_folders to trustedFolders.
+		Trust: []TrustList{{File: ".copilot/config.json", Keys: []string{"trustedFolders", "trusted_folders"}}},
 		Egress: []string{
 			"api.githubcopilot.com", "api.individual.githubcopilot.com", "api.business.githubcopilot.com",
 			"api.enterprise.githubcopilot.com",
@@ -526,6 +541,14 @@ var table = map[string]*Profile{
 		Telemetry:      []string{"--disable-client-telemetry", "COPILOT_OFFLINE=true"},
 		rewrite:        copilotArgs,
 	},
+}
+
+// TrustList is one trust list of a profile: a home-relative JSON (or
+// JSONC) file and its keys, dotted member paths with "*" for every member
+// of an object.
+type TrustList struct {
+	File string
+	Keys []string
 }
 
 // opencodeConfig are the entries of an OpenCode config directory dir

@@ -16,6 +16,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
 	"github.com/cco-dev/cco/sandbox/sshagent"
+	"github.com/cco-dev/cco/sandbox/trust"
 )
 
 // SystemRoot prefixes every system path the shadow reads or runs (vendor
@@ -124,6 +125,9 @@ type Prep struct {
 	// Watched are state files whose command-bearing entries are compared
 	// before and after the session.
 	Watched []string
+	// Trust are the agent's trust lists, put back after the session to
+	// their values at launch (sandbox/trust).
+	Trust []trust.List
 	// Protected are the host paths bound read-only or onto themselves:
 	// each must name the same inode after the session as at its start.
 	Protected []string
@@ -131,7 +135,8 @@ type Prep struct {
 	// post-session audit watches.
 	Repos []string
 	// AgentDirs are the subdirectories of the workspace that hold an
-	// agent's project config (workspace.Find), watched by the audit.
+	// agent's project config or a file a host tool loads on its own
+	// (workspace.Find), watched by the audit.
 	AgentDirs []string
 	// CacheDirs are the agent's cache tree and its directories, created
 	// (mode 0700) when missing.
@@ -279,6 +284,15 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	}
 	for _, w := range p.Watched {
 		pr.Watched = append(pr.Watched, filepath.Join(home, w))
+	}
+	for _, tl := range p.Trust {
+		// The agent's own trust dialog in the jail trusts the workspace:
+		// that stays (sandbox/trust).
+		var allow []string
+		if !noWorkspace && ws != "" {
+			allow = []string{ws}
+		}
+		pr.Trust = append(pr.Trust, trust.List{Agent: p.Name, Home: home, File: tl.File, Keys: tl.Keys, Allow: allow})
 	}
 
 	mode := l.Egress

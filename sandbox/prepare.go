@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cco-dev/cco/sandbox/saferead"
+	"github.com/cco-dev/cco/sandbox/trust"
 	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
@@ -35,6 +36,8 @@ type Session struct {
 	snap *workspace.Snapshot
 	// protected are Prep.Protected's inodes once the placeholders exist.
 	protected workspace.Protected
+	// trust are the agent's trust lists at launch.
+	trust *trust.Snapshot
 	// launched is the running jail, for a Session that Start made.
 	*launched
 }

@@ -65,6 +65,9 @@ type Mask struct {
 	// the jail is built is dropped (DropVanishedSockets), since bwrap
 	// would otherwise make a file at its path, or fail to.
 	Socket bool
+	// OtherHome marks the mask of another user's home, dropped the same
+	// way when the home goes away (a userdel -r while the jail is built).
+	OtherHome bool
 }
 
 // Spec is everything that decides the bwrap argv. It is plain data:

@@ -358,6 +358,9 @@ func (s *Session) Wait() int {
 	for _, t := range s.Tampered() {
 		fmt.Fprintf(s.stderr, "cco: WARNING: %s was replaced, moved or removed during the session: it is not the file the jail protected (check it before running git or %s there)\n", t, s.name)
 	}
+	for _, r := range s.RestoreTrust() {
+		fmt.Fprintf(s.stderr, "cco: WARNING: %s\n", r)
+	}
 	for _, a := range s.Added() {
 		fmt.Fprintf(s.stderr, "\ncco: WARNING: this session added a command that runs outside the jail:\n  %s\n  Remove it unless you added it yourself.\n", safetext.Escape(a))
 	}
