@@ -158,7 +158,7 @@ var protectedSystem = []string{"/etc", "/usr", "/var/lib/cco", "/boot", "/proc",
 
 // protectedHome are the home's trees that hold credentials or cco's own
 // bookkeeping: every agent's login directories among them.
-var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco", caches.Root}, agent.LoginDirs()...)
+var protectedHome = append([]string{".ssh", ".aws", ".config/gcloud", ".gnupg", ".local/state/cco", caches.Root}, agent.LoginDirs()...)
 
 // Plan decides the jail for one launch: the Spec and the host-side work
 // that must happen before bwrap runs. It reads the filesystem but changes
@@ -348,7 +348,8 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	s.Masks = append(s.Masks, socketMasks(s)...)
 
 	// The environment last: PATH keeps what the jail shows.
-	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + jailPATH(s, l.Environ),
+	path := jailPATH(s, l.Environ)
+	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + path,
 		"SHELL=/bin/bash", "GIT_CONFIG_SYSTEM=/dev/null"}
 	env = append(env, p.Env...)
 	if p.ConfigDirEnv != "" {
@@ -361,6 +362,14 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			env = append(env, kv)
 		}
 	}
+	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions, Root: l.UID == 0}
+	args := p.Args(l.Args, opts)
+	env, set, err := pl.hostEnv(l, env, opts, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	dropped = slices.DeleteFunc(dropped, func(k string) bool { return slices.Contains(set, k) })
+	s.EtcProfile = loginProfile(path)
 	s.Env = append(env, s.Env...)
 	if len(dropped) > 0 {
 		pr.Notes = append(pr.Notes, fmt.Sprintf("not passing %s into %s's jail: %s another agent's login",
@@ -376,9 +385,8 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		return nil, nil, err
 	}
 
-	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}
 	// The profile's interpreter, when it has one, runs the vendor's script.
-	cmd := append(p.Command(SystemRoot), p.Args(l.Args, opts)...)
+	cmd := append(p.Command(SystemRoot), args...)
 	if l.Selftest {
 		cmd = append([]string{SystemRoot + HelperPath, "selftest", "--"}, l.Args...)
 	}

@@ -153,6 +153,9 @@ type Spec struct {
 	// Marker is the jail marker's content, bound read-only at MarkerPath,
 	// last (from a descriptor: nothing of it is on the host).
 	Marker []byte
+	// EtcProfile, when set, is the jail's /etc/profile (loginProfile),
+	// bound read-only after the marker.
+	EtcProfile []byte
 	// Chdir is the working directory inside.
 	Chdir string
 	// Command is what bwrap runs.
@@ -345,6 +348,9 @@ func (s *Spec) argv(d donor) []string {
 	if s.Marker != nil {
 		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(s.Marker)), MarkerPath)
 	}
+	if s.EtcProfile != nil {
+		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(s.EtcProfile)), "/etc/profile")
+	}
 	if s.Chdir != "" {
 		a = append(a, "--chdir", s.Chdir)
 	}
@@ -453,6 +459,9 @@ func DataFiles(s *Spec) [][]byte {
 	})
 	if s.Marker != nil {
 		out = append(out, s.Marker)
+	}
+	if s.EtcProfile != nil {
+		out = append(out, s.EtcProfile)
 	}
 	return out
 }
