@@ -91,6 +91,9 @@ type Placeholder struct {
 	// a name whose empty file would mean something to a host program
 	// (git reads an empty commondir as an error).
 	Data string
+	// Root is the top of the tree it is made in, resolved beneath
+	// (package beneath): the outermost tree the plan knows that holds it.
+	Root string
 }
 
 // Prep is the host-side work Plan decided on: done before bwrap starts.
@@ -127,6 +130,12 @@ type Prep struct {
 	// differently from what they may expect (no workspace, a variable
 	// not passed).
 	Notes []string
+	// MountPoints are the host paths of the names bwrap resolves on the
+	// host to mount onto, and Writable the host trees the jail writes:
+	// recorded, so that another launch knows what this jail can swap
+	// (docs/adr/0120-mount-points-on-descriptors.md).
+	MountPoints []string
+	Writable    []string
 }
 
 // protectedSystem are trees no workspace or allow_write path may lie in
@@ -334,6 +343,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	} else {
 		s.Command = append([]string{SystemRoot + HelperPath, "exec", "--"}, cmd...)
 	}
+	pl.seal()
 	return s, pr, nil
 }
 

@@ -494,3 +494,81 @@ func (pl *planner) protectIfWritable(p string, g guarded) error {
 	}
 	return pl.readOnly(p, g)
 }
+
+// seal finishes the Prep from the Spec as planned: each placeholder's and
+// stand-in's tree top (the outermost tree the launch knows that holds it,
+// so that every directory on its way is resolved beneath a descriptor),
+// and the mount points and writable trees the registry records.
+func (pl *planner) seal() {
+	tops := []string{pl.home}
+	if pl.ws != "" {
+		tops = append(tops, pl.ws)
+	}
+	tops = append(tops, pl.hostBound...)
+	top := func(p string) string {
+		best := ""
+		for _, t := range tops {
+			if t != p && paths.Within(p, t) && (best == "" || len(t) < len(best)) {
+				best = t
+			}
+		}
+		return best
+	}
+	pl.pinWays()
+	for i := range pl.pr.Placeholders {
+		pl.pr.Placeholders[i].Root = top(pl.pr.Placeholders[i].Path)
+	}
+	for i := range pl.pr.StandIns {
+		pl.pr.StandIns[i].Root = top(pl.pr.StandIns[i].Path)
+	}
+	pl.pr.MountPoints = pl.s.HostMountPoints()
+	pl.pr.Writable = pl.s.WritableTrees()
+}
+
+// pinWays binds onto itself every directory of the workspace on the way to
+// a mount point in it (a nested repository's a/b for a/b/.git/config, a
+// submodule's modules/<name>): as a mount point, the session cannot rename
+// it or swap it for a link, so a launch that comes while it lives finds the
+// way to each of its own mount points as this one made it (raced). Parents
+// come before what they hold: Trees are ordered by depth.
+func (pl *planner) pinWays() {
+	if pl.ws == "" {
+		return
+	}
+	have := map[string]bool{pl.ws: true}
+	for _, b := range pl.s.Trees {
+		have[b.Dst] = true
+	}
+	var dsts []string
+	for _, b := range pl.s.Trees {
+		dsts = append(dsts, b.Dst)
+	}
+	for _, b := range pl.s.ReadOnly {
+		dsts = append(dsts, b.Dst)
+	}
+	for _, m := range pl.s.Masks {
+		dsts = append(dsts, m.Path)
+	}
+	added := false
+	for _, dst := range dsts {
+		if !paths.Within(dst, pl.ws) {
+			continue
+		}
+		for c := filepath.Dir(dst); c != pl.ws && paths.Within(c, pl.ws); c = filepath.Dir(c) {
+			if have[c] {
+				continue
+			}
+			have[c] = true
+			if fi, err := os.Lstat(c); err == nil && fi.IsDir() {
+				pl.s.Trees = append(pl.s.Trees, Bind{Src: c, Dst: c})
+				pl.pr.Protected = append(pl.pr.Protected, c)
+				added = true
+			}
+		}
+	}
+	if added {
+		slices.SortStableFunc(pl.s.Trees, func(a, b Bind) int {
+			return strings.Count(a.Dst, "/") - strings.Count(b.Dst, "/")
+		})
+	}
+}

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"slices"
 	"syscall"
 
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/saferead"
 )
 
@@ -27,6 +29,100 @@ type record struct {
 	Start        string        `json:"start"`
 	Runtime      string        `json:"runtime"`
 	Placeholders []placeholder `json:"placeholders,omitempty"`
+	// Writable are the host trees the launch's jail writes, and Pinned
+	// its mount points in them as made: a name there that is not pinned
+	// is one the jail can rename, or swap for a link, while another
+	// launch is being built.
+	Writable []string `json:"writable,omitempty"`
+	Pinned   []pin    `json:"pinned,omitempty"`
+}
+
+// pin is a mount point of a live jail in a tree it writes: that jail
+// cannot rename or remove it (EBUSY) while it lives.
+type pin struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+}
+
+// pins are the mount points among mps that lie in the trees writable, as
+// they are now (the tops themselves among them).
+func pins(mps, writable []string) []pin {
+	var out []pin
+	add := func(p string) {
+		var st syscall.Stat_t
+		if syscall.Lstat(p, &st) == nil {
+			out = append(out, pin{Path: p, Dev: uint64(st.Dev), Ino: st.Ino})
+		}
+	}
+	for _, w := range writable {
+		add(w)
+	}
+	for _, p := range mps {
+		if under(p, writable) && !slices.Contains(writable, p) {
+			add(p)
+		}
+	}
+	return out
+}
+
+// pinned reports whether p is, now, one of a record's pins.
+func (r *record) pinned(p string) bool {
+	var st syscall.Stat_t
+	if syscall.Lstat(p, &st) != nil {
+		return false
+	}
+	for _, x := range r.Pinned {
+		if x.Path == p && x.Dev == uint64(st.Dev) && x.Ino == st.Ino {
+			return true
+		}
+	}
+	return false
+}
+
+// errRaced is the refusal of a launch whose mount point another live jail
+// could swap while bwrap builds this one.
+type errRaced struct {
+	path, mountPoint string
+	pid              int
+}
+
+func (e *errRaced) Error() string {
+	what := e.path + ", on the way to the mount point " + e.mountPoint + ","
+	if e.path == e.mountPoint {
+		what = "the mount point " + e.path
+	}
+	return fmt.Sprintf("%s lies in a tree that the running session %d writes and did not hold when it started, so that session could swap it for a link while bubblewrap builds this jail "+
+		"(fix: launch again once session %d has ended, or launch from a directory that does not hold %s)", what, e.pid, e.pid, e.path)
+}
+
+// raced checks a launch's mount points against every other live session
+// of the home: each directory from the top of a tree that session writes
+// down to the mount point, and the mount point itself, must be a mount
+// point of that session's jail (it cannot rename it), else bwrap, which
+// resolves each by name, could be led through a link out of the tree
+// (docs/adr/0120-mount-points-on-descriptors.md). The caller holds
+// LockRegistry.
+func raced(home string, mps []string) error {
+	for _, rf := range records(home) {
+		r := rf.rec
+		if r.PID == os.Getpid() || len(r.Writable) == 0 || !live(r) {
+			continue
+		}
+		for _, mp := range mps {
+			for _, top := range r.Writable {
+				if mp == top || !paths.Within(mp, top) {
+					continue
+				}
+				for c := mp; c != top && c != "/"; c = filepath.Dir(c) {
+					if !r.pinned(c) {
+						return &errRaced{path: c, mountPoint: mp, pid: r.PID}
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Session) writeRecord() error {
@@ -191,7 +287,9 @@ func CleanStale(home string) {
 			anyLive = true
 		}
 	}
-	for _, r := range recs {
+	var dead []*record
+	for i := range recs {
+		r := &recs[i]
 		if r.rec.PID == os.Getpid() || live(r.rec) {
 			continue
 		}
@@ -201,8 +299,16 @@ func CleanStale(home string) {
 			}
 			continue
 		}
-		undo(&r.rec)
-		os.Remove(r.path)
+		dead = append(dead, &r.rec)
+	}
+	if anyLive {
+		return
+	}
+	undo(dead...)
+	for _, r := range recs {
+		if r.rec.PID != os.Getpid() && !live(r.rec) {
+			os.Remove(r.path)
+		}
 	}
 }
 

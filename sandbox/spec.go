@@ -433,3 +433,85 @@ func DataFiles(s *Spec) [][]byte {
 	}
 	return out
 }
+
+// layer is one mount of the jail as the mount points below it see it: a
+// bind from the host tree src, or a tmpfs (src "").
+type layer struct{ dst, src string }
+
+// layers are the jail's mounts that hold other mount points, the host's
+// root first.
+func (s *Spec) layers() []layer {
+	out := []layer{{"/", "/"}}
+	for _, p := range s.Private {
+		out = append(out, layer{dst: p})
+	}
+	if s.Home != "" {
+		out = append(out, layer{dst: s.Home})
+	}
+	s.eachBind(func(b *Bind, _ bool) {
+		switch {
+		case b.Src == "" && b.EmptyDir:
+			out = append(out, layer{dst: b.Dst})
+		case b.Src != "" && !b.System:
+			out = append(out, layer{dst: b.Dst, src: b.Src})
+		}
+	})
+	for _, m := range s.Masks {
+		if m.Kind != MaskFile {
+			out = append(out, layer{dst: m.Path})
+		}
+	}
+	for _, d := range s.Scratch {
+		out = append(out, layer{dst: d})
+	}
+	return out
+}
+
+// hostPath is where on the host bwrap resolves the jail path p, through
+// the deepest mount that holds it (one planned before p's own), or "" when
+// that mount is a tmpfs of the jail's: nothing of the host is on the way.
+func hostPath(ls []layer, p string) string {
+	best := -1
+	for i, l := range ls {
+		if l.dst != p && paths.Within(p, l.dst) && (best < 0 || len(l.dst) >= len(ls[best].dst)) {
+			best = i
+		}
+	}
+	if best < 0 || ls[best].src == "" {
+		return ""
+	}
+	l := ls[best]
+	if l.dst == "/" {
+		return p
+	}
+	return l.src + p[len(l.dst):]
+}
+
+// HostMountPoints are the host paths of every name bwrap resolves on the
+// host to mount onto (the binds' destinations, the masks), in order,
+// each once.
+func (s *Spec) HostMountPoints() []string {
+	ls := s.layers()
+	var out []string
+	add := func(p string) {
+		if h := hostPath(ls, p); h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	s.eachBind(func(b *Bind, _ bool) { add(b.Dst) })
+	for _, m := range s.Masks {
+		add(m.Path)
+	}
+	return out
+}
+
+// WritableTrees are the host trees the jail binds read-write.
+func (s *Spec) WritableTrees() []string {
+	var out []string
+	s.eachBind(func(b *Bind, rw bool) {
+		if rw && b.Src != "" && !b.System && !slices.Contains(out, b.Src) {
+			out = append(out, b.Src)
+		}
+	})
+	return out
+}
