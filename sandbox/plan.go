@@ -136,6 +136,11 @@ type Prep struct {
 	// (docs/adr/0120-mount-points-on-descriptors.md).
 	MountPoints []string
 	Writable    []string
+	// Sealed are the mount points below which the jail cannot change
+	// the host (read-only directories, masks).
+	Sealed []string
+	// Workspace is the Spec's.
+	Workspace string
 }
 
 // protectedSystem are trees no workspace or allow_write path may lie in
@@ -184,7 +189,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pr.LoginDirs = append(pr.LoginDirs, d)
 		s.HomeBinds = append(s.HomeBinds, Bind{Src: d, Dst: d})
 	}
-	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{},
+	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{}, roDir: map[string]bool{},
 		hostBound: pathsOf(s.HomeBinds), willExist: pr.LoginDirs}
 	if ws != "" {
 		pl.hostBound = append(pl.hostBound, ws)

@@ -7,9 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
+	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/saferead"
 	"github.com/cco-dev/cco/sandbox/workspace"
 )
@@ -105,9 +109,10 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 			return nil, err
 		}
 	}
+	pr.AgentDirs = withPlaceholderDirs(pr, s.rec.Placeholders[adopted:])
 	// What this jail will hold as mount points, now that they exist: a
 	// launch that comes while it lives checks its own against them.
-	s.rec.Writable, s.rec.Pinned = pr.Writable, pins(pr.MountPoints, pr.Writable)
+	s.rec.Writable, s.rec.Pinned, s.rec.Sealed = pr.Writable, pins(pr.MountPoints, pr.Writable), pr.Sealed
 	if err := s.writeRecord(); err != nil {
 		s.finish()
 		return nil, err
@@ -190,3 +195,33 @@ func carryOver(t trees, home, from, to string) error {
 	}
 	return nil
 }
+
+// withPlaceholderDirs is pr.AgentDirs with each directory below the
+// workspace's top that holds an agent's config name only because this
+// launch made a placeholder there (.opencode/opencode.json): the audit's
+// snapshot at launch then has the placeholder, which the session cannot
+// change, and never reports it as the session's.
+func withPlaceholderDirs(pr *Prep, made []placeholder) []string {
+	out := pr.AgentDirs
+	for _, ph := range made {
+		d := filepath.Dir(ph.Path)
+		if pr.Workspace == "" || d == pr.Workspace || !paths.Within(d, pr.Workspace) || slices.Contains(out, d) {
+			continue
+		}
+		if agentConfigName[filepath.Base(ph.Path)] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// agentConfigName are the first path elements of every agent's project
+// config (.claude, opencode.json, ...), as the audit's walk knows them.
+var agentConfigName = func() map[string]bool {
+	out := map[string]bool{}
+	for _, rel := range append(agent.WorkspaceDirs(), agent.WorkspaceReadOnly()...) {
+		first, _, _ := strings.Cut(rel, "/")
+		out[first] = true
+	}
+	return out
+}()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/paths"
@@ -63,11 +64,18 @@ type planner struct {
 	// shared are the scratch and runtime trees (sharedTrees).
 	shared []string
 	seen   map[string]bool
+	// roDir are the existing directories bound read-only.
+	roDir map[string]bool
 }
 
 // protectWorkspace protects the workspace's repositories (its own and the
 // nested ones FindRepos lists) and the agents' directories in it.
 func (pl *planner) protectWorkspace() error {
+	return pl.racedOr(pl.protectWorkspaceTree())
+}
+
+// protectWorkspaceTree is protectWorkspace, its refusals as found.
+func (pl *planner) protectWorkspaceTree() error {
 	for _, d := range agent.WorkspaceDirs() {
 		if err := pl.agentParents(filepath.Join(pl.ws, d)); err != nil {
 			return err
@@ -125,8 +133,14 @@ func standIn(rel string) string {
 // agent that writes there at start (scratch), an empty in-memory one that
 // is gone with the session.
 func (pl *planner) agentDir(d string, scratch bool) error {
-	if missing, err := pl.pinDir(d); err != nil || !missing {
-		return err
+	// An empty directory that another launch made as its placeholder is
+	// planned as that launch planned it, as missing: this jail then shows
+	// what that one shows, and makes nothing in it that the other
+	// session's audit would find.
+	if !pl.othersPlaceholder(d) {
+		if missing, err := pl.pinDir(d); err != nil || !missing {
+			return err
+		}
 	}
 	if scratch && pl.writable(d) && !pl.seen[d] {
 		pl.seen[d] = true
@@ -194,8 +208,13 @@ func (pl *planner) agentParents(p string) error {
 
 // refuseLink is the refusal of a protected name that is a link: binding
 // its target would bind whatever the link's author chose.
-func refuseLink(p string) error {
-	return fmt.Errorf("%s is a symbolic link, and the jail never binds what a link points to (fix: rm %s)", p, p)
+func refuseLink(p string) error { return &linkError{path: p} }
+
+// linkError is a protected name that is a link.
+type linkError struct{ path string }
+
+func (e *linkError) Error() string {
+	return fmt.Sprintf("%s is a symbolic link, and the jail never binds what a link points to (fix: rm %s)", e.path, e.path)
 }
 
 // tree binds d onto itself, read-write.
@@ -219,6 +238,9 @@ func (pl *planner) readOnly(p string, g guarded) error {
 		return nil
 	}
 	pl.seen[p] = true
+	if pl.masked(p) {
+		return nil // an empty tmpfs of the jail's covers it
+	}
 	fi, err := os.Lstat(p)
 	switch {
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
@@ -226,6 +248,9 @@ func (pl *planner) readOnly(p string, g guarded) error {
 	case err == nil:
 		pl.s.ReadOnly = append(pl.s.ReadOnly, Bind{Src: p, Dst: p})
 		pl.pr.Protected = append(pl.pr.Protected, p)
+		if fi.IsDir() {
+			pl.roDir[p] = true
+		}
 		return nil
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errNotDir):
 	default:
@@ -523,6 +548,8 @@ func (pl *planner) seal() {
 	}
 	pl.pr.MountPoints = pl.s.HostMountPoints()
 	pl.pr.Writable = pl.s.WritableTrees()
+	pl.pr.Sealed = pl.s.SealedMountPoints()
+	pl.pr.Workspace = pl.ws
 }
 
 // pinWays binds onto itself every directory of the workspace on the way to
@@ -571,4 +598,49 @@ func (pl *planner) pinWays() {
 			return strings.Count(a.Dst, "/") - strings.Count(b.Dst, "/")
 		})
 	}
+}
+
+// othersPlaceholder reports whether d is an empty directory that a record
+// in the home lists as a placeholder.
+func (pl *planner) othersPlaceholder(d string) bool {
+	var st syscall.Stat_t
+	if syscall.Lstat(d, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return false
+	}
+	if ents, err := os.ReadDir(d); err != nil || len(ents) > 0 {
+		return false
+	}
+	return listed(pl.home, d, uint64(st.Dev), st.Ino)
+}
+
+// masked reports whether p lies below a tmpfs the plan puts over a
+// directory, or below a directory it binds read-only: the jail cannot
+// create p, so it needs no placeholder.
+func (pl *planner) masked(p string) bool {
+	for _, m := range pl.s.Masks {
+		if m.Kind != MaskFile && m.Path != p && paths.Within(p, m.Path) {
+			return true
+		}
+	}
+	for _, b := range pl.s.ReadOnly {
+		if b.Dst != p && paths.Within(p, b.Dst) && (b.EmptyDir || b.Src != "" && pl.roDir[b.Dst]) {
+			return true
+		}
+	}
+	return false
+}
+
+// racedOr is err, or, when err refuses a link that another live session
+// could have put there for the moment (a path it writes and did not hold
+// at its start), the refusal that says so: the fix is then to wait, not to
+// remove the link.
+func (pl *planner) racedOr(err error) error {
+	var le *linkError
+	if !errors.As(err, &le) {
+		return err
+	}
+	if r := racedAt(pl.home, le.path); r != nil {
+		return r
+	}
+	return err
 }

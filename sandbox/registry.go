@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"syscall"
 
 	"github.com/cco-dev/cco/internal/paths"
@@ -35,6 +35,9 @@ type record struct {
 	// launch is being built.
 	Writable []string `json:"writable,omitempty"`
 	Pinned   []pin    `json:"pinned,omitempty"`
+	// Sealed are the pinned mount points below which the jail cannot
+	// change the host (read-only directories, masks).
+	Sealed []string `json:"sealed,omitempty"`
 }
 
 // pin is a mount point of a live jail in a tree it writes: that jail
@@ -110,16 +113,47 @@ func raced(home string, mps []string) error {
 			continue
 		}
 		for _, mp := range mps {
-			for _, top := range r.Writable {
-				if mp == top || !paths.Within(mp, top) {
-					continue
-				}
-				for c := mp; c != top && c != "/"; c = filepath.Dir(c) {
-					if !r.pinned(c) {
-						return &errRaced{path: c, mountPoint: mp, pid: r.PID}
-					}
-				}
+			if c := r.unpinned(mp); c != "" {
+				return &errRaced{path: c, mountPoint: mp, pid: r.PID}
 			}
+		}
+	}
+	return nil
+}
+
+// unpinned is the first name on the way to p, from the top of a tree the
+// record's jail writes, that the jail could rename or swap (p itself
+// included), or "": every one is a mount point of that jail, or lies below
+// one that seals the host from it.
+func (r *record) unpinned(p string) string {
+	for _, s := range r.Sealed {
+		if s != p && paths.Within(p, s) && r.pinned(s) {
+			return ""
+		}
+	}
+	for _, top := range r.Writable {
+		if p == top || !paths.Within(p, top) {
+			continue
+		}
+		for c := p; c != top && c != "/"; c = filepath.Dir(c) {
+			if !r.pinned(c) {
+				return c
+			}
+		}
+	}
+	return ""
+}
+
+// racedAt is the refusal for the path p when another live session of the
+// home could swap it, or nil.
+func racedAt(home, p string) error {
+	for _, rf := range records(home) {
+		r := rf.rec
+		if r.PID == os.Getpid() || len(r.Writable) == 0 || !live(r) {
+			continue
+		}
+		if c := r.unpinned(p); c != "" {
+			return &errRaced{path: c, mountPoint: p, pid: r.PID}
 		}
 	}
 	return nil

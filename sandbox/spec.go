@@ -6,6 +6,7 @@
 package sandbox
 
 import (
+	"os"
 	"slices"
 	"strconv"
 
@@ -501,6 +502,35 @@ func (s *Spec) HostMountPoints() []string {
 	s.eachBind(func(b *Bind, _ bool) { add(b.Dst) })
 	for _, m := range s.Masks {
 		add(m.Path)
+	}
+	return out
+}
+
+// SealedMountPoints are the host paths of the mount points below which the
+// jail cannot change the host: a read-only directory, an empty directory,
+// a tmpfs mask.
+func (s *Spec) SealedMountPoints() []string {
+	ls := s.layers()
+	var out []string
+	add := func(p string) {
+		if h := hostPath(ls, p); h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	s.eachBind(func(b *Bind, rw bool) {
+		if rw || b.isData() {
+			return
+		}
+		if b.EmptyDir {
+			add(b.Dst)
+		} else if fi, err := os.Lstat(b.Src); err == nil && fi.IsDir() {
+			add(b.Dst)
+		}
+	})
+	for _, m := range s.Masks {
+		if m.Kind != MaskFile {
+			add(m.Path)
+		}
 	}
 	return out
 }
