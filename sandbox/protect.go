@@ -540,6 +540,7 @@ func (pl *planner) seal() {
 		return best
 	}
 	pl.pinWays()
+	pl.excludes()
 	for i := range pl.pr.Placeholders {
 		pl.pr.Placeholders[i].Root = top(pl.pr.Placeholders[i].Path)
 	}
@@ -643,4 +644,35 @@ func (pl *planner) racedOr(err error) error {
 		return r
 	}
 	return err
+}
+
+// excludes gives the jail's git an excludes file of the jail's own (merged
+// with the user's), which names every stand-in and scratch directory the
+// jail shows in the workspace: git status there lists none of them and
+// git add -A stages none. The gitconfig the jail shows names it.
+func (pl *planner) excludes() {
+	gc := slices.IndexFunc(pl.s.HomeReadOnly, func(b Bind) bool { return b.Dst == filepath.Join(pl.home, ".gitconfig") && b.isData() })
+	at := filepath.Join(pl.home, gitExcludesRel)
+	if gc < 0 || hostPath(pl.s.layers(), at) != "" {
+		return // no curated gitconfig, or the place is the host's
+	}
+	var shown []shownName
+	if pl.ws != "" {
+		for _, b := range pl.s.ReadOnly {
+			if b.isData() && paths.Within(b.Dst, pl.ws) {
+				shown = append(shown, shownName{path: b.Dst})
+			}
+		}
+		for _, m := range pl.s.Masks {
+			if m.Kind == MaskTmpfs && paths.Within(m.Path, pl.ws) && slices.ContainsFunc(pl.pr.Placeholders, func(ph Placeholder) bool { return ph.Path == m.Path }) {
+				shown = append(shown, shownName{path: m.Path, dir: true})
+			}
+		}
+	}
+	data := gitExcludes(pl.home, shown)
+	if data == "" {
+		return
+	}
+	pl.s.HomeReadOnly[gc].Data = withExcludes(pl.s.HomeReadOnly[gc].Data, at)
+	pl.s.HomeReadOnly = append(pl.s.HomeReadOnly, Bind{Dst: at, Data: []byte(data)})
 }
