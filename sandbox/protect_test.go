@@ -223,3 +223,35 @@ func noRoots(phs []Placeholder) []Placeholder {
 	}
 	return out
 }
+
+// TestMountPointsBeneath: every mount point in a tree the jail writes is
+// named by that tree's top and the name below it, the outermost tree that
+// holds it; a mount point in the jail's own tmpfs (the home's) is none.
+func TestMountPointsBeneath(t *testing.T) {
+	f := newFixture(t)
+	testenv.Must(t, os.MkdirAll(f.ws+"/a/nested/.git", 0o700))
+	p, _ := agent.Lookup("codex")
+	s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
+	testenv.Must(t, err)
+	got := map[string]MountPoint{}
+	for _, mp := range s.MountPointsBeneath() {
+		got[mp.Dst] = mp
+	}
+	for dst, want := range map[string]MountPoint{
+		f.ws + "/.git/config":          {Top: f.ws, Rel: ".git/config"},
+		f.ws + "/a":                    {Top: f.ws, Rel: "a"},
+		f.ws + "/a/nested/.git/config": {Top: f.ws, Rel: "a/nested/.git/config"},
+		f.home + "/.codex/packages":    {Top: f.home + "/.codex", Rel: "packages"},
+	} {
+		want.Dst = dst
+		if got[dst] != want {
+			t.Errorf("%s: %+v, want %+v", dst, got[dst], want)
+		}
+	}
+	if mp, ok := got[f.home+"/.gitconfig"]; ok {
+		t.Errorf("the jail's own gitconfig is a host mount point: %+v", mp)
+	}
+	if mp, ok := got[f.ws]; ok {
+		t.Errorf("the workspace is below a tree it writes: %+v", mp)
+	}
+}

@@ -545,3 +545,47 @@ func (s *Spec) WritableTrees() []string {
 	})
 	return out
 }
+
+// MountPoint is a name the jail mounts onto in a host tree its session
+// can write: Dst in the jail, and on the host Rel below Top, the outermost
+// such tree that holds it. An engine that mounts through descriptors opens
+// Top once (package beneath) and resolves Rel beneath it, never by path;
+// the placeholders are made the same way.
+type MountPoint struct {
+	Dst, Top, Rel string
+}
+
+// MountPointsBeneath are the Spec's mount points in host trees the jail
+// writes, in Argv's order, each once.
+func (s *Spec) MountPointsBeneath() []MountPoint {
+	ls := s.layers()
+	rw := s.WritableTrees()
+	var out []MountPoint
+	seen := map[string]bool{}
+	add := func(dst string) {
+		h := hostPath(ls, dst)
+		if h == "" || seen[dst] {
+			return
+		}
+		top := ""
+		for _, t := range rw {
+			if t != h && paths.Within(h, t) && (top == "" || len(t) < len(top)) {
+				top = t
+			}
+		}
+		if top == "" {
+			return
+		}
+		seen[dst] = true
+		rel := h[len(top):]
+		if top != "/" {
+			rel = rel[1:]
+		}
+		out = append(out, MountPoint{Dst: dst, Top: top, Rel: rel})
+	}
+	s.eachBind(func(b *Bind, _ bool) { add(b.Dst) })
+	for _, m := range s.Masks {
+		add(m.Path)
+	}
+	return out
+}
