@@ -137,8 +137,8 @@ func gitExcludes(home string, shown []shownName) string {
 			continue
 		}
 		rel, err := filepath.Rel(top, n.path)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			continue
+		if err != nil || strings.HasPrefix(rel, "..") || slices.Contains(strings.Split(rel, "/"), ".git") {
+			continue // git never lists what is in a git directory
 		}
 		p := "/" + gitEscape(filepath.ToSlash(rel))
 		if n.dir {

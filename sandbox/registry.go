@@ -121,14 +121,18 @@ func raced(home string, mps []string) error {
 	return nil
 }
 
-// unpinned is the first name on the way to p, from the top of a tree the
-// record's jail writes, that the jail could rename or swap (p itself
-// included), or "": every one is a mount point of that jail, or lies below
-// one that seals the host from it.
+// racedAt is raced for the one path p.
+func racedAt(home, p string) error { return raced(home, []string{p}) }
+
+// unpinned is a name on the way to p, from the top of a tree the record's
+// jail writes, that the jail could rename or swap (p itself included), or
+// "": every one is a mount point of that jail. Below a mount point of its
+// that seals the host from it (a read-only directory, a mask) only the way
+// to that mount point counts.
 func (r *record) unpinned(p string) string {
 	for _, s := range r.Sealed {
-		if s != p && paths.Within(p, s) && r.pinned(s) {
-			return ""
+		if s != p && paths.Within(p, s) && r.pinned(s) && len(s) < len(p) {
+			p = s
 		}
 	}
 	for _, top := range r.Writable {
@@ -142,21 +146,6 @@ func (r *record) unpinned(p string) string {
 		}
 	}
 	return ""
-}
-
-// racedAt is the refusal for the path p when another live session of the
-// home could swap it, or nil.
-func racedAt(home, p string) error {
-	for _, rf := range records(home) {
-		r := rf.rec
-		if r.PID == os.Getpid() || len(r.Writable) == 0 || !live(r) {
-			continue
-		}
-		if c := r.unpinned(p); c != "" {
-			return &errRaced{path: c, mountPoint: p, pid: r.PID}
-		}
-	}
-	return nil
 }
 
 func (s *Session) writeRecord() error {

@@ -416,6 +416,9 @@ func swap(sw *Swap) {
 			report["rebuild"] = shell(sw.Rebuild)
 			rebuilt = time.Now()
 		}
+		if len(sw.Paths) == 0 {
+			time.Sleep(10 * time.Millisecond) // only waiting for Until
+		}
 		for i, p := range sw.Paths {
 			link := p + ".cco-swap"
 			os.Remove(link)
