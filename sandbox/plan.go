@@ -51,6 +51,10 @@ type Launch struct {
 	Session string
 	// Args are the user's arguments.
 	Args []string
+	// Selftest starts cco's probe (`sandbox-helper selftest`, package
+	// selftest) with Args in place of the vendor binary: the jail is the
+	// agent's in every other respect (`cco-install verify`).
+	Selftest bool
 	// Direct makes the vendor binary bwrap's command, without the in-jail
 	// helper: for a launch with no terminal and nothing else for the
 	// helper to do (it saves a process start). It is ignored when a proxy
@@ -343,6 +347,9 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}
 	// The profile's interpreter, when it has one, runs the vendor's script.
 	cmd := append(p.Command(SystemRoot), p.Args(l.Args, opts)...)
+	if l.Selftest {
+		cmd = append([]string{SystemRoot + HelperPath, "selftest", "--"}, l.Args...)
+	}
 	if direct {
 		s.Command = cmd
 	} else {

@@ -18,6 +18,7 @@ import (
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/userns"
 	"github.com/cco-dev/cco/vendorfetch"
+	"github.com/cco-dev/cco/verify"
 )
 
 // printConfig shows every key's effective value and where it came from; a
@@ -107,6 +108,20 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	for _, p := range probs {
 		rep.AddFinding(p)
 	}
+	if v.Root.IsHost() && !image {
+		// What preflight does not refuse on is still said: a cause status
+		// can name (AppArmor's restriction uncovered) is a finding, a
+		// weaker layer or the fallback engine a warning.
+		for _, f := range hostFindings(v.Root) {
+			switch {
+			case f.Blocking:
+			case f.ID == "preflight.apparmor_userns":
+				rep.AddFinding(provision.Finding{ID: f.ID, Detail: f.Cause, Fix: f.Fix})
+			default:
+				st.Warnings = append(st.Warnings, f.Cause+" (fix: "+f.Fix+")")
+			}
+		}
+	}
 	if !provision.IsRoot() {
 		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc), "sudo cco-install status")...)
 	}
@@ -167,6 +182,9 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	}
 	st.Agents = agentStatus(root, rc, rep, vendor)
 	st.Egress = egressMode(root, rep, reported)
+	if st.JailVerified, err = jailVerified(root, rc); err != nil {
+		st.Warnings = append(st.Warnings, err.Error())
+	}
 	for _, a := range st.Agents {
 		// A jail-only agent has no guard to be active: not drift.
 		if !a.GuardActive && a.Guard != string(managed.JailOnly) && installed && !reported[a.GuardPath] {
@@ -199,6 +217,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		egressLine += " (no network at all for the agents: set by the operator in " + sandbox.ConfigPath + ")"
 	}
 	safetext.Linef(stdout, "%s", egressLine)
+	safetext.Linef(stdout, "jail verified: %s", verifiedLine(st.JailVerified))
 	if st.LastUpgrade != "" {
 		safetext.Linef(stdout, "%-8s %s", "note", st.LastUpgrade)
 	}
@@ -254,6 +273,9 @@ type statusDoc struct {
 	Egress string `json:"egress"`
 	// LastUpgrade notes an upgrade that a signal stopped (no drift).
 	LastUpgrade string `json:"last_upgrade,omitempty"`
+	// JailVerified is the last `cco-install verify` kept here and what
+	// changed since; null when the jail was never verified.
+	JailVerified *verify.Status `json:"jail_verified"`
 }
 
 // egressMode reads the jail's network policy; a sandbox.toml that does not

@@ -41,6 +41,8 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return guard.Run(args[1], args[2:], stdin, stdout, stderr)
+	case "selftest":
+		return selftestMode(args[1:], stdout, stderr)
 	case "exec":
 		rest := args[1:]
 		endpointFD, ttyFD := -1, -1
