@@ -553,19 +553,25 @@ func (pl *planner) seal() {
 	pl.pr.Workspace = pl.ws
 }
 
-// pinWays binds onto itself every directory of the workspace on the way to
-// a mount point in it (a nested repository's a/b for a/b/.git/config, a
-// submodule's modules/<name>): as a mount point, the session cannot rename
-// it or swap it for a link, so a launch that comes while it lives finds the
-// way to each of its own mount points as this one made it (raced). Parents
-// come before what they hold: Trees are ordered by depth.
+// pinWays binds onto itself every directory on the way to a mount point
+// in the workspace, or in a tree outside it that the jail writes (a linked
+// worktree's common directory): a nested repository's a/b for
+// a/b/.git/config, a submodule's modules/<name>, worktrees/<name>. As a
+// mount point, the session cannot rename it or swap it for a link, so a
+// launch that comes while it lives finds the way to each of its own mount
+// points as this one made it (raced). Parents come before what they hold:
+// Trees are ordered by depth.
 func (pl *planner) pinWays() {
 	if pl.ws == "" {
 		return
 	}
+	tops := []string{pl.ws}
 	have := map[string]bool{pl.ws: true}
 	for _, b := range pl.s.Trees {
 		have[b.Dst] = true
+		if !paths.Within(b.Dst, pl.ws) && !under(b.Dst, tops) {
+			tops = append(tops, b.Dst)
+		}
 	}
 	var dsts []string
 	for _, b := range pl.s.Trees {
@@ -579,10 +585,17 @@ func (pl *planner) pinWays() {
 	}
 	added := false
 	for _, dst := range dsts {
-		if !paths.Within(dst, pl.ws) {
+		top := ""
+		for _, t := range tops {
+			if t != dst && paths.Within(dst, t) {
+				top = t
+				break
+			}
+		}
+		if top == "" {
 			continue
 		}
-		for c := filepath.Dir(dst); c != pl.ws && paths.Within(c, pl.ws); c = filepath.Dir(c) {
+		for c := filepath.Dir(dst); c != top && paths.Within(c, top); c = filepath.Dir(c) {
 			if have[c] {
 				continue
 			}

@@ -95,8 +95,8 @@ func (e *errRaced) Error() string {
 	if e.path == e.mountPoint {
 		what = "the mount point " + e.path
 	}
-	return fmt.Sprintf("%s lies in a tree that the running session %d writes and did not hold when it started, so that session could swap it for a link while bubblewrap builds this jail "+
-		"(fix: launch again once session %d has ended, or launch from a directory that does not hold %s)", what, e.pid, e.pid, e.path)
+	return fmt.Sprintf("%s lies in a tree that the running session %d writes, and that session's jail does not hold it as a mount point (it was made or changed after that session started), "+
+		"so that session could swap it for a link while bubblewrap builds this jail (fix: launch again once session %d has ended, or launch from a directory that does not hold %s)", what, e.pid, e.pid, e.path)
 }
 
 // raced checks a launch's mount points against every other live session

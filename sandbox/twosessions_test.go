@@ -110,3 +110,42 @@ func asRaced(err error, re **errRaced) bool {
 	*re = r
 	return ok
 }
+
+// TestWorktreeAndMainCheckoutTogether: a session in a linked worktree and
+// one in the main checkout, in either order, both launch: each pins the
+// way to its mount points in the common directory (worktrees/<name>), so
+// neither could swap the other's.
+func TestWorktreeAndMainCheckoutTogether(t *testing.T) {
+	for _, wtFirst := range []bool{true, false} {
+		f := newFixture(t)
+		main := f.ws
+		wt := filepath.Join(filepath.Dir(f.ws), "wt")
+		admin := main + "/.git/worktrees/wt"
+		testenv.Must(t, os.MkdirAll(admin, 0o700))
+		testenv.Must(t, os.MkdirAll(wt, 0o700))
+		testenv.Must(t, os.WriteFile(wt+"/.git", []byte("gitdir: "+admin+"\n"), 0o600))
+		testenv.Must(t, os.WriteFile(admin+"/gitdir", []byte(wt+"/.git\n"), 0o600))
+		testenv.Must(t, os.WriteFile(admin+"/commondir", []byte("../..\n"), 0o600))
+		testenv.Must(t, os.WriteFile(admin+"/HEAD", []byte("ref: refs/heads/side\n"), 0o600))
+		first, second := main, wt
+		if wtFirst {
+			first, second = wt, main
+		}
+		p, _ := agent.Lookup("claude")
+		_, pr, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: first})
+		testenv.Must(t, err)
+		a, err := Prepare(f.home, "", pr)
+		testenv.Must(t, err)
+		endA := asOther(t, a)
+		q, _ := agent.Lookup("codex")
+		_, pr, err = Plan(&Launch{Profile: q, Config: &Config{}, Home: f.home, Cwd: second})
+		testenv.Must(t, err)
+		b, err := Prepare(f.home, "", pr)
+		if err != nil {
+			t.Errorf("worktree first %v: the second launch: %v", wtFirst, err)
+		} else {
+			b.Finish()
+		}
+		endA()
+	}
+}
