@@ -4,9 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/jailtest"
 )
 
@@ -85,6 +88,90 @@ func TestGitSeesNothingCcoMade(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestHostGitDuringASession: while a session runs in a repository that
+// lacks them, the host's git lists as untracked exactly the placeholder
+// files docs/explanation/jail.md names (at the workspace's top and in
+// .github), nothing in .git and no empty directory; afterwards, nothing.
+func TestHostGitDuringASession(t *testing.T) {
+	r := shared.Get(t)
+	for _, u := range users {
+		t.Run(u.Name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, u)
+			ready, until := filepath.Join(w.ws, ".wait-ready"), filepath.Join(w.ws, ".wait-until")
+			host := func() []string {
+				c := exec.Command("git", "-c", "safe.directory=*", "status", "--porcelain", "--untracked-files=all")
+				c.Dir = w.ws
+				c.Env = []string{"HOME=" + w.Home, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1"}
+				out, err := c.CombinedOutput()
+				if err != nil {
+					t.Fatalf("git status on the host: %v\n%s", err, out)
+				}
+				var got []string
+				for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+					if l = strings.TrimSpace(l); l != "" && !strings.Contains(l, ".wait-") {
+						got = append(got, l)
+					}
+				}
+				return got
+			}
+			before := host()
+			// The rule docs/explanation/jail.md states: a missing protected
+			// file of the profiles' whose directory exists (or is .github,
+			// made for the session) gets a placeholder; the placeholders in
+			// .git and the empty directories git never lists.
+			var want []string
+			for _, rel := range agent.WorkspaceReadOnly() {
+				if strings.HasSuffix(rel, "/") {
+					continue
+				}
+				if _, err := os.Lstat(filepath.Join(w.ws, rel)); err == nil {
+					continue
+				}
+				parent := filepath.Dir(rel)
+				if fi, err := os.Lstat(filepath.Join(w.ws, parent)); parent == "." || parent == ".github" || err == nil && fi.IsDir() {
+					want = append(want, "?? "+rel)
+				}
+			}
+			slices.Sort(want)
+			if !slices.Contains(want, "?? .mcp.json") {
+				t.Fatalf("the world holds .mcp.json: %v", want)
+			}
+			done := make(chan jailtest.Result, 1)
+			p := probe{Swap: &swapParams{Ready: ready, Until: until}}
+			go func() { done <- jailtest.Run(t, w.Cmd(r, "claude", w.ws, "probe", p.arg()), launchTimeout) }()
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if _, err := os.Stat(ready); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					os.WriteFile(until, nil, 0o644)
+					t.Fatalf("the session never started: %+v", <-done)
+				}
+			}
+			during := host()
+			os.WriteFile(until, nil, 0o644)
+			res := <-done
+			if res.Code != 0 {
+				t.Fatalf("session: exit %d\nstderr %s", res.Code, res.Stderr)
+			}
+			var added []string
+			for _, l := range during {
+				if !slices.Contains(before, l) {
+					added = append(added, l)
+				}
+			}
+			slices.Sort(added)
+			if !slices.Equal(added, want) {
+				t.Errorf("while the session ran, the host's git listed %q beyond what it listed before; the docs say %q", added, want)
+			}
+			if after := host(); !slices.Equal(after, before) {
+				t.Errorf("after the session the host's git lists %q, before %q", after, before)
+			}
+		})
 	}
 }
 
