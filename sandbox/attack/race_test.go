@@ -113,7 +113,8 @@ func raceOne(t *testing.T, r *jailtest.Root, u jailtest.RunAs) {
 	// Each launch tries what a session would if the protection had gone
 	// elsewhere: the repository's config and hooks.
 	b := probe{Steps: []step{{Name: "write", Sh: "echo '[alias] x = !touch /tmp/x' >> .git/config && echo WROTE-config; " +
-		"echo x > .git/hooks/pre-commit.race && echo WROTE-hook; cat .git/config >/dev/null && echo READ-config; true"}}}
+		"echo x > .git/hooks/pre-commit.race && echo WROTE-hook; cat .git/config >/dev/null && echo READ-config; true"},
+		{Name: "mounts", Sh: "cut -d' ' -f5 /proc/self/mountinfo | grep -F " + shq(decoy) + " || true"}}}
 	ran, refused := 0, 0
 	for i := 0; i < raceLaunches; i++ {
 		name := []string{"claude", "gemini", "codex"}[i%3]
@@ -127,6 +128,9 @@ func raceOne(t *testing.T, r *jailtest.Root, u jailtest.RunAs) {
 			out := res.Report["sh:write"]
 			if strings.Contains(out, "WROTE") || !strings.Contains(out, "READ-config") {
 				t.Errorf("launch %d (%s): the workspace's git files were not protected: %s", i, name, out)
+			}
+			if m := res.Report["sh:mounts"]; m != "exit 0: " {
+				t.Errorf("launch %d (%s) mounted onto the decoy, outside the workspace: %s", i, name, m)
 			}
 		case strings.Contains(res.Stderr, "lies in a tree that the running session"):
 			refused++

@@ -89,6 +89,29 @@ func (d *Dir) OpenDir(rel string) (int, error) {
 	return openat2(d.fd, rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, resolve)
 }
 
+// OpenPath opens rel below the top as an O_PATH descriptor of what is
+// there (a file or a directory; a link there is ELOOP): a mount point an
+// engine mounts onto through its descriptor. The caller closes it.
+func (d *Dir) OpenPath(rel string) (int, error) {
+	if rel == "." || rel == "" {
+		return unix.Dup(d.fd)
+	}
+	fd, err := openat2(d.fd, rel, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, resolve)
+	if err != nil {
+		return -1, err
+	}
+	// O_PATH|O_NOFOLLOW opens a link at the last name as the link.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		unix.Close(fd)
+		if err == nil {
+			err = unix.ELOOP
+		}
+		return -1, err
+	}
+	return fd, nil
+}
+
 // parent opens the directory that holds p and returns it with p's last
 // name.
 func (d *Dir) parent(p string) (int, string, error) {

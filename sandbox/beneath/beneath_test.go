@@ -129,3 +129,31 @@ func TestRefusesWhatIsNotAsMade(t *testing.T) {
 		t.Errorf("through a link: %v", err)
 	}
 }
+
+// TestOpenPath: a mount point is opened beneath the top, file or
+// directory; a link at it or on the way is refused.
+func TestOpenPath(t *testing.T) {
+	top := t.TempDir()
+	os.MkdirAll(top+"/a/.git", 0o700)
+	os.WriteFile(top+"/a/.git/config", nil, 0o600)
+	os.Symlink("/etc", top+"/link")
+	d, err := Open(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, rel := range []string{"a/.git/config", "a/.git", "."} {
+		fd, err := d.OpenPath(rel)
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			continue
+		}
+		unix.Close(fd)
+	}
+	for _, rel := range []string{"link", "link/passwd", "../x"} {
+		if fd, err := d.OpenPath(rel); err == nil {
+			unix.Close(fd)
+			t.Errorf("%s was opened", rel)
+		}
+	}
+}
