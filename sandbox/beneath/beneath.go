@@ -262,16 +262,31 @@ func (d *Dir) Remove(p string, in Inode, dir bool, data string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(len(data)) {
 		return ErrNotAsMade
 	}
-	if data != "" {
-		b, err := d.ReadSmall(p, len(data))
-		if err != nil || string(b) != data {
-			return ErrNotAsMade
-		}
+	if data != "" && !holds(pfd, name, in, data) {
+		return ErrNotAsMade
 	}
 	if err := unix.Unlinkat(pfd, name, 0); err != nil {
 		return &fs.PathError{Op: "remove", Path: p, Err: err}
 	}
 	return nil
+}
+
+// holds reports whether the regular file name in the directory pfd is
+// the inode in and holds exactly data (read on the parent's descriptor:
+// nothing is resolved again).
+func holds(pfd int, name string, in Inode, data string) bool {
+	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || inodeOf(&st) != in || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	b := make([]byte, len(data)+1)
+	n, _ := unix.Read(fd, b)
+	return n == len(data) && string(b[:n]) == data
 }
 
 // Within reports whether p is top or below it.
