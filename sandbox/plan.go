@@ -15,6 +15,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/sshagent"
 )
 
 // SystemRoot prefixes every system path the shadow reads or runs (vendor
@@ -74,6 +75,18 @@ type Launch struct {
 	// bwrap holds the agent (--block-fd); otherwise the helper makes it and
 	// hands it back, then becomes the agent.
 	HostEndpoint bool
+	// HostPorts are the host loopback ports the jail reaches on its own
+	// loopback (the egress policy's HostPorts): each gets a listener there
+	// beside the endpoint's (docs/adr/0131-host-loopback-ports.md).
+	HostPorts []int
+	// SSHHosts, with ssh_agent on, are the hosts the jail's ssh reaches
+	// (sandbox/sshagent); SSHAgentSocket is the user's agent socket, when
+	// it is usable.
+	SSHHosts       []string
+	SSHAgentSocket string
+	// JailConfig, when set, is the sandbox.toml the jail shows in place of
+	// the host's (JailConfig: without the upstream proxy's credentials).
+	JailConfig string
 	// Stdin, Stdout and Stderr are the agent's (nil: this process's).
 	Stdin, Stdout, Stderr *os.File
 	// Messages is where Start and Wait write the launch's own lines
@@ -296,12 +309,28 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			// namespace; the socket stays bound for what speaks to the
 			// proxy directly.
 			s.Env = append(s.Env, spawn.ProxyEnv()...)
+			s.HostPorts = l.HostPorts
 			s.endpoint = endpointHelper
 			if l.Direct {
 				s.endpoint = endpointLauncher
 			}
 		}
 		s.EgressSocket = l.EgressSocket
+		if l.SSHHosts != nil {
+			// ssh_agent: the jail's ssh config and the host's known
+			// hosts, read-only; the agent's socket at a private path.
+			known := filepath.Join(home, ".ssh/known_hosts")
+			s.HomeReadOnly = append(s.HomeReadOnly,
+				Bind{Dst: filepath.Join(home, ".ssh/config"), Data: []byte(sshagent.Config(SystemRoot+HelperPath, l.SSHHosts, known))},
+				Bind{Src: known, Dst: known, Try: true})
+			// git's ssh reads that config even where the password
+			// database's home is not HOME.
+			s.Env = append(s.Env, "GIT_SSH_COMMAND=ssh -F "+filepath.Join(home, ".ssh/config"))
+			if l.SSHAgentSocket != "" {
+				s.SSHAgentSocket = l.SSHAgentSocket
+				s.Env = append(s.Env, "SSH_AUTH_SOCK="+sshagent.SocketPath)
+			}
+		}
 		// Beside the socket are the user's other sessions' sockets (and
 		// the shadow's own bookkeeping): hidden, where no private tmpfs
 		// (/tmp's) covers them already.
@@ -310,6 +339,9 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		}
 	default:
 		return nil, nil, fmt.Errorf("egress %q is not one of public, allowlist, off (fix: correct egress in %s)", mode, ConfigPath)
+	}
+	if l.JailConfig != "" {
+		s.ReadOnly = append(s.ReadOnly, Bind{Dst: SystemRoot + ConfigPath, Data: []byte(l.JailConfig)})
 	}
 	s.UnshareNet = true
 	s.Private = append(s.Private, devShm)

@@ -9,8 +9,10 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cco-dev/cco/internal/paths"
+	"github.com/cco-dev/cco/sandbox/sshagent"
 )
 
 // Bind is one bind mount: Src on the host at Dst inside the jail. A
@@ -140,6 +142,12 @@ type Spec struct {
 	// read-only at the fixed EgressSocket inside: after the /tmp and /run
 	// tmpfs that would cover it. "" when no proxy runs.
 	EgressSocket string
+	// SSHAgentSocket is the user's ssh-agent socket, bound at
+	// sshagent.SocketPath (ssh_agent).
+	SSHAgentSocket string
+	// HostPorts are the host loopback ports whose listeners the endpoint's
+	// maker makes beside it in the jail (Launch.HostPorts).
+	HostPorts []int
 	// Marker is the jail marker's content, bound read-only at MarkerPath,
 	// last (from a descriptor: nothing of it is on the host).
 	Marker []byte
@@ -327,6 +335,11 @@ func (s *Spec) argv(d donor) []string {
 	if s.EgressSocket != "" {
 		a = append(a, "--ro-bind", s.EgressSocket, EgressSocket)
 	}
+	if s.SSHAgentSocket != "" {
+		// Checked by the launcher (sshagent.CheckSocket): a socket of the
+		// user's, no link. Root's view maps its directory (rootview.Trees).
+		a = append(a, "--ro-bind", s.SSHAgentSocket, sshagent.SocketPath)
+	}
 	if s.Marker != nil {
 		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(s.Marker)), MarkerPath)
 	}
@@ -337,6 +350,13 @@ func (s *Spec) argv(d donor) []string {
 	var helper []string
 	if fd := d.handback(); fd > 0 {
 		helper = append(helper, "--endpoint-fd", strconv.Itoa(fd))
+		if len(s.HostPorts) > 0 {
+			ports := make([]string, len(s.HostPorts))
+			for i, n := range s.HostPorts {
+				ports[i] = strconv.Itoa(n)
+			}
+			helper = append(helper, "--host-ports", strings.Join(ports, ","))
+		}
 	}
 	if s.Terminal {
 		if fd := d.tty(); fd > 0 {

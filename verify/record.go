@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sort"
 	"time"
-
-	"github.com/google/renameio/v2"
 )
 
 // RecordPath is where the last verdict is kept, beside the receipt.
@@ -90,25 +88,10 @@ func HashFile(path string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Save writes rec atomically at path.
-func Save(path string, rec *Record) error {
+// Marshal is the record's bytes, as kept at RecordPath.
+func Marshal(rec *Record) ([]byte, error) {
 	b, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
-		return err
-	}
-	return renameio.WriteFile(path, append(b, '\n'), 0o644)
-}
-
-func dirOf(p string) string {
-	for i := len(p) - 1; i > 0; i-- {
-		if p[i] == '/' {
-			return p[:i]
-		}
-	}
-	return "/"
+	return append(b, '\n'), err
 }
 
 // Load reads the kept verdict; (nil, nil) when there is none.

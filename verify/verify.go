@@ -51,6 +51,9 @@ type Target struct {
 	OtherHomes []string
 	// Timeout bounds the launch; 0 is one minute.
 	Timeout time.Duration
+	// Reinstall is the command that puts the shadow back ("sudo
+	// cco-install", or with --force where the installed file was edited).
+	Reinstall string
 }
 
 // Check is one verdict, with the agent and user it is of.
@@ -231,7 +234,11 @@ func Run(ctx context.Context, t Target) (*Battery, error) {
 		if s := lastLine(stderr); s != "" {
 			why += ": " + s
 		}
-		fix := fmt.Sprintf("run `sudo cco-install` to put cco's shadow back at %s, then `cco-install verify` again", t.Shadow)
+		reinstall := t.Reinstall
+		if reinstall == "" {
+			reinstall = "sudo cco-install"
+		}
+		fix := fmt.Sprintf("run `%s` to put cco's shadow back at %s, then `cco-install verify` again", reinstall, t.Shadow)
 		add(selftest.Check{ID: "probe", Detail: fmt.Sprintf("%s did not start cco's probe in a jail: %s", t.Shadow, why), Fix: fix})
 		// Every check the jail answers fails with it: nothing proves them.
 		for _, id := range sortedIDs(req) {

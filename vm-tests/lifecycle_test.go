@@ -96,15 +96,24 @@ func TestInstallProvisionRemove(t *testing.T) {
 				t.Errorf("%s did not fail against a tampered shadow: %v", id, doc.Failed)
 			}
 		}
-		if !strings.Contains(r.Stdout, "sudo cco-install") {
-			t.Errorf("no fix named:\n%s", r.Stdout)
+		if !strings.Contains(r.Stdout, "sudo cco-install --force") {
+			t.Errorf("no fix that replaces the edited shadow named:\n%s", r.Stdout)
 		}
 		st = decodeStatus(t, m.Exec(ctxT(t), Root, "/", offline, "cco-install", "status", "--json").Stdout)
-		if st.JailVerified == nil || st.JailVerified.OK || !strings.Contains(strings.Join(st.JailVerified.Changed, " "), "shadow") {
-			t.Errorf("status after the tampering: jail_verified %+v", st.JailVerified)
+		if st.JailVerified == nil || st.JailVerified.OK || !strings.Contains(strings.Join(st.JailVerified.Failed, " "), "claude:probe") {
+			t.Errorf("status after the failed verify: jail_verified %+v", st.JailVerified)
 		}
-		ccoInstall(t, m)
+		// The fix as printed, then verify again: it holds, and status
+		// says the kept verdict is of this shadow.
+		ccoInstall(t, m, "--force")
 		verifyHolds(t, m, Root, "/", "verify", "--json")
+		if err := os.WriteFile(filepath.Join(m.Root, "/etc/cco/sandbox.toml"), append(read(t, m, "/etc/cco/sandbox.toml"), "\n# edited\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st = decodeStatus(t, m.Exec(ctxT(t), Root, "/", offline, "cco-install", "status", "--json").Stdout)
+		if st.JailVerified == nil || !st.JailVerified.OK || strings.Join(st.JailVerified.Changed, " ") != "sandbox.toml" {
+			t.Errorf("status after editing sandbox.toml: jail_verified %+v, want changed [sandbox.toml]", st.JailVerified)
+		}
 	})
 
 	must(t, m, Root, "/", nil, "dpkg", "-r", "cco")

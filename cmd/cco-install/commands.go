@@ -16,6 +16,7 @@ import (
 	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/userns"
 	"github.com/cco-dev/cco/vendorfetch"
 	"github.com/cco-dev/cco/verify"
@@ -181,7 +182,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		}
 	}
 	st.Agents = agentStatus(root, rc, rep, vendor)
-	st.Egress = egressMode(root, rep, reported)
+	st.Egress, st.EgressUpstream = egressMode(root, rep, reported, os.Environ())
 	if st.JailVerified, err = jailVerified(root, rc); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())
 	}
@@ -215,6 +216,8 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	egressLine := "egress: " + st.Egress
 	if st.Egress == "off" {
 		egressLine += " (no network at all for the agents: set by the operator in " + sandbox.ConfigPath + ")"
+	} else if st.EgressUpstream != "" {
+		egressLine += "; upstream: " + st.EgressUpstream
 	}
 	safetext.Linef(stdout, "%s", egressLine)
 	safetext.Linef(stdout, "jail verified: %s", verifiedLine(st.JailVerified))
@@ -271,6 +274,9 @@ type statusDoc struct {
 	// Egress is the jail's network policy from sandbox.toml: public,
 	// allowlist or off ("off" is an operator's choice: reported, not drift).
 	Egress string `json:"egress"`
+	// EgressUpstream is the upstream proxy in effect (egress_upstream,
+	// resolved with this command's environment), without credentials.
+	EgressUpstream string `json:"egress_upstream,omitempty"`
 	// LastUpgrade notes an upgrade that a signal stopped (no drift).
 	LastUpgrade string `json:"last_upgrade,omitempty"`
 	// JailVerified is the last `cco-install verify` kept here and what
@@ -281,22 +287,31 @@ type statusDoc struct {
 // egressMode reads the jail's network policy; a sandbox.toml that does not
 // parse is drift (every launch refuses it), reported once: the plan's
 // sandbox.config step finds it too when it leaves the file as it is.
-func egressMode(root *provision.Root, rep *provision.StatusReport, reported map[string]bool) string {
-	b, err := root.ReadFile(sandbox.ConfigPath)
-	if err != nil {
-		return "public"
-	}
-	c, err := sandbox.ParseConfig(b, sandbox.ConfigPath)
-	if err != nil {
-		if !reported[sandbox.ConfigPath] {
-			rep.AddFinding(provision.Finding{ID: "sandbox.config", Path: sandbox.ConfigPath, Detail: err.Error(), Fix: sandboxConfigFix})
+// The upstream proxy in effect is egress_upstream resolved with environ
+// (for "env", this command's proxy variables: run it as the user whose
+// sessions it is about), or why it cannot be.
+func egressMode(root *provision.Root, rep *provision.StatusReport, reported map[string]bool, environ []string) (mode, upstream string) {
+	c := &sandbox.Config{}
+	if b, err := root.ReadFile(sandbox.ConfigPath); err == nil {
+		if c, err = sandbox.ParseConfig(b, sandbox.ConfigPath); err != nil {
+			if !reported[sandbox.ConfigPath] {
+				rep.AddFinding(provision.Finding{ID: "sandbox.config", Path: sandbox.ConfigPath, Detail: err.Error(), Fix: sandboxConfigFix})
+			}
+			return "unknown", ""
 		}
-		return "unknown"
 	}
-	if c.Egress == "" {
-		return "public"
+	mode = c.Egress
+	if mode == "" {
+		mode = "public"
 	}
-	return c.Egress
+	if mode == "off" {
+		return mode, ""
+	}
+	u, err := policy.ResolveUpstream(c.EgressUpstream, environ)
+	if err != nil {
+		return mode, "not usable: " + err.Error()
+	}
+	return mode, u.Describe()
 }
 
 type agentLine struct {

@@ -23,6 +23,7 @@ import (
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/verify"
 )
 
 func main() {
@@ -533,7 +534,9 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 			}
 		}
 		if !o.dryRun {
-			root.Remove(lastUpgradePath) // not in the receipt: it goes first, so its directory can
+			// Not in the receipt: they go first, so their directory can.
+			root.Remove(lastUpgradePath)
+			root.Remove(verify.RecordPath)
 		}
 		return writeReport(provision.Uninstall(run), o, sio.out)
 	}

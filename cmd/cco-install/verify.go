@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -36,10 +37,8 @@ func installedAgents(root *provision.Root, rc *provision.Receipt) map[string]str
 			out[name] = st.Version
 			continue
 		}
-		if p, ok := agent.Lookup(name); ok {
-			if _, err := root.Lstat(p.Binary); err == nil {
-				out[name] = ""
-			}
+		if p, ok := agent.Lookup(name); ok && p.Missing(strings.TrimSuffix(root.HostPath("/"), "/")) == nil {
+			out[name] = ""
 		}
 	}
 	return out
@@ -126,15 +125,12 @@ func verifyJail(ctx context.Context, root *provision.Root, o *options, stdout, s
 		}
 		return provision.ExitFailed, err
 	}
-	res, err := runBatteries(ctx, root, names, u, installed)
+	res, err := runBatteries(ctx, root, rc, names, u, installed)
 	if err != nil {
 		return provision.ExitFailed, err
 	}
 	if provision.IsRoot() {
-		rec := &verify.Record{Result: *res, Fingerprint: fingerprint(root, rc)}
-		if err := verify.Save(root.HostPath(verify.RecordPath), rec); err != nil {
-			safetext.Linef(stderr, "cco-install: the verdict was not recorded at %s: %v", verify.RecordPath, err)
-		}
+		keep(root, &verify.Record{Result: *res, Fingerprint: fingerprint(root, rc)}, stderr)
 	} else {
 		safetext.Linef(stderr, "cco-install: not recorded: only root's verify is kept in %s (run `sudo cco-install verify`)", verify.RecordPath)
 	}
@@ -153,14 +149,18 @@ func verifyJail(ctx context.Context, root *provision.Root, o *options, stdout, s
 }
 
 // runBatteries runs one battery per agent as u and sums them up.
-func runBatteries(ctx context.Context, root *provision.Root, names []string, u verify.User, installed map[string]string) (*verify.Result, error) {
+func runBatteries(ctx context.Context, root *provision.Root, rc *provision.Receipt, names []string, u verify.User, installed map[string]string) (*verify.Result, error) {
 	passwd, _ := root.ReadFile("/etc/passwd")
 	others := verify.OtherHomes(passwd, u)
 	res := &verify.Result{Time: time.Now().UTC().Truncate(time.Second), Versions: map[string]string{"cco": provision.Version}}
 	var bs []*verify.Battery
 	for _, name := range names {
 		p, _ := agent.Lookup(name)
-		t := verify.Target{Agent: p, User: u, Shadow: root.HostPath(BinDir + "/" + name), OtherHomes: others}
+		t := verify.Target{Agent: p, User: u, Shadow: root.HostPath(BinDir + "/" + name), OtherHomes: others, Reinstall: "sudo cco-install"}
+		if e, ok := rc.Paths[BinDir+"/"+name]; ok && e.SHA256 != "" && verify.HashFile(t.Shadow) != e.SHA256 {
+			// An edited owned file is replaced only with --force.
+			t.Reinstall = "sudo cco-install --force"
+		}
 		if p.Policy != "" {
 			t.GateScript = root.HostPath(guard.PromptGateScript)
 		}
@@ -251,19 +251,28 @@ func verifyAfterApply(ctx context.Context, root *provision.Root, changed []strin
 		return
 	}
 	u := verify.User{Name: "root", UID: 0, GID: 0, Home: rootHome(root)}
-	res, err := runBatteries(ctx, root, names, u, installed)
+	res, err := runBatteries(ctx, root, rc, names, u, installed)
 	if err != nil {
 		safetext.Linef(stderr, "cco-install: the jail could not be verified after this run: %v (run `sudo cco-install verify`)", err)
 		return
 	}
-	rec := &verify.Record{Result: *res, Fingerprint: fingerprint(root, rc)}
-	if err := verify.Save(root.HostPath(verify.RecordPath), rec); err != nil {
-		safetext.Linef(stderr, "cco-install: the verdict was not recorded at %s: %v", verify.RecordPath, err)
-	}
+	keep(root, &verify.Record{Result: *res, Fingerprint: fingerprint(root, rc)}, stderr)
 	if res.OK {
 		safetext.Linef(stderr, "cco-install: jail verified after this run (%s changed): %d checks hold", strings.Join(changed, ", "), len(res.Checks))
 	} else {
 		safetext.Linef(stderr, "cco-install: WARNING: jail NOT verified after this run: %s failed (run `sudo cco-install verify` for each check's fix)", strings.Join(res.Failed, ", "))
+	}
+}
+
+// keep writes the verdict beside the receipt (through the root, which
+// follows no link a user planted); --uninstall removes it.
+func keep(root *provision.Root, rec *verify.Record, stderr io.Writer) {
+	b, err := verify.Marshal(rec)
+	if err == nil {
+		err = root.WriteFile(verify.RecordPath, bytes.NewReader(b), 0o644, provision.SystemUID(), provision.SystemGID())
+	}
+	if err != nil {
+		safetext.Linef(stderr, "cco-install: the verdict was not recorded at %s: %v", verify.RecordPath, err)
 	}
 }
 
