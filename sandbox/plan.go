@@ -109,6 +109,9 @@ type Placeholder struct {
 	// a name whose empty file would mean something to a host program
 	// (git reads an empty commondir as an error).
 	Data string
+	// Root is the top of the tree it is made in, resolved beneath
+	// (package beneath): the outermost tree the plan knows that holds it.
+	Root string
 }
 
 // Prep is the host-side work Plan decided on: done before bwrap starts.
@@ -149,6 +152,17 @@ type Prep struct {
 	// differently from what they may expect (no workspace, a variable
 	// not passed).
 	Notes []string
+	// MountPoints are the host paths of the names bwrap resolves on the
+	// host to mount onto, and Writable the host trees the jail writes:
+	// recorded, so that another launch knows what this jail can swap
+	// (docs/adr/0120-mount-points-on-descriptors.md).
+	MountPoints []string
+	Writable    []string
+	// Sealed are the mount points below which the jail cannot change
+	// the host (read-only directories, masks).
+	Sealed []string
+	// Workspace is the Spec's.
+	Workspace string
 }
 
 // protectedSystem are trees no workspace or allow_write path may lie in
@@ -197,7 +211,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pr.LoginDirs = append(pr.LoginDirs, d)
 		s.HomeBinds = append(s.HomeBinds, Bind{Src: d, Dst: d})
 	}
-	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{},
+	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{}, roDir: map[string]bool{},
 		hostBound: pathsOf(s.HomeBinds), willExist: pr.LoginDirs}
 	if ws != "" {
 		pl.hostBound = append(pl.hostBound, ws)
@@ -395,6 +409,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	} else {
 		s.Command = append([]string{SystemRoot + HelperPath, "exec", "--"}, cmd...)
 	}
+	pl.seal()
 	return s, pr, nil
 }
 
