@@ -12,9 +12,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/paths"
+	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/saferead"
 	"github.com/cco-dev/cco/sandbox/trust"
 	"github.com/cco-dev/cco/sandbox/workspace"
