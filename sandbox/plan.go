@@ -111,6 +111,9 @@ type Placeholder struct {
 	// a name whose empty file would mean something to a host program
 	// (git reads an empty commondir as an error).
 	Data string
+	// Root is the top of the tree it is made in, resolved beneath
+	// (package beneath): the outermost tree the plan knows that holds it.
+	Root string
 }
 
 // Prep is the host-side work Plan decided on: done before bwrap starts.
@@ -151,6 +154,17 @@ type Prep struct {
 	// differently from what they may expect (no workspace, a variable
 	// not passed).
 	Notes []string
+	// MountPoints are the host paths of the names bwrap resolves on the
+	// host to mount onto, and Writable the host trees the jail writes:
+	// recorded, so that another launch knows what this jail can swap
+	// (docs/adr/0120-mount-points-on-descriptors.md).
+	MountPoints []string
+	Writable    []string
+	// Sealed are the mount points below which the jail cannot change
+	// the host (read-only directories, masks).
+	Sealed []string
+	// Workspace is the Spec's.
+	Workspace string
 }
 
 // protectedSystem are trees no workspace or allow_write path may lie in
@@ -161,7 +175,7 @@ var protectedSystem = []string{"/etc", "/usr", "/var/lib/cco", "/boot", "/proc",
 // protectedHome are the home's trees that hold credentials or cco's own
 // bookkeeping (the user's own layer of sandbox.toml among it): every
 // agent's login directories among them.
-var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco", caches.Root, userConfigDir}, agent.LoginDirs()...)
+var protectedHome = append([]string{".ssh", ".aws", ".config/gcloud", ".gnupg", ".local/state/cco", caches.Root, userConfigDir}, agent.LoginDirs()...)
 
 // Plan decides the jail for one launch: the Spec and the host-side work
 // that must happen before bwrap runs. It reads the filesystem but changes
@@ -214,7 +228,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pr.LoginDirs = append(pr.LoginDirs, d)
 		s.HomeBinds = append(s.HomeBinds, Bind{Src: d, Dst: d})
 	}
-	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{},
+	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{}, roDir: map[string]bool{},
 		hostBound: pathsOf(s.HomeBinds), willExist: pr.LoginDirs}
 	if ws != "" && !readOnly {
 		pl.hostBound = append(pl.hostBound, ws)
@@ -365,7 +379,8 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	s.Masks = append(s.Masks, socketMasks(s)...)
 
 	// The environment last: PATH keeps what the jail shows.
-	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + jailPATH(s, l.Environ),
+	path := jailPATH(s, l.Environ)
+	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + path,
 		"SHELL=/bin/bash", "GIT_CONFIG_SYSTEM=/dev/null"}
 	env = append(env, p.Env...)
 	if p.ConfigDirEnv != "" {
@@ -378,6 +393,14 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			env = append(env, kv)
 		}
 	}
+	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions, Root: l.UID == 0}
+	args := p.Args(l.Args, opts)
+	env, set, err := pl.hostEnv(l, env, opts, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	dropped = slices.DeleteFunc(dropped, func(k string) bool { return slices.Contains(set, k) })
+	s.EtcProfile = loginProfile(path)
 	s.Env = append(env, s.Env...)
 	if ws != "" {
 		// bwrap sets $PWD to the directory it changes into.
@@ -399,9 +422,8 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		return nil, nil, err
 	}
 
-	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}
 	// The profile's interpreter, when it has one, runs the vendor's script.
-	cmd := append(p.Command(SystemRoot), p.Args(l.Args, opts)...)
+	cmd := append(p.Command(SystemRoot), args...)
 	if l.Selftest {
 		cmd = append([]string{SystemRoot + HelperPath, "selftest", "--"}, l.Args...)
 	}
@@ -410,6 +432,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	} else {
 		s.Command = append([]string{SystemRoot + HelperPath, "exec", "--"}, cmd...)
 	}
+	pl.seal()
 	return s, pr, nil
 }
 

@@ -200,6 +200,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	}
 	st.Agents = agentStatus(root, rc, rep, vendor)
 	st.Egress, st.EgressUpstream = egressMode(root, rep, reported, os.Environ())
+	st.Warnings = append(st.Warnings, allowlistWarnings(root, st.Agents)...)
 	if st.JailVerified, err = jailVerified(root, rc); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())
 	}
