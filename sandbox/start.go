@@ -85,6 +85,7 @@ func Start(l *Launch) (*Session, error) {
 	if l.Messages == nil {
 		l.Messages = safetext.Writer{W: l.Stderr}
 	}
+	userLayer := l.Config == nil
 	if l.Config == nil {
 		cfg, err := LoadConfig(SystemRoot + ConfigPath)
 		if err != nil {
@@ -109,6 +110,12 @@ func Start(l *Launch) (*Session, error) {
 			return nil, cannotBuild(err)
 		}
 		l.Home, l.User, l.UID = home, name, os.Getuid()
+	}
+	resolveHome(l)
+	if userLayer {
+		if err := applyUserLayer(l); err != nil {
+			return nil, cannotBuild(err)
+		}
 	}
 	if l.Environ == nil {
 		l.Environ = os.Environ()
@@ -257,7 +264,10 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 		s.loginState = filepath.Join(l.Home, l.Profile.LoginState)
 	}
 	sess.launched = s
-	sess.WatchRepos(spec.Workspace, prep.Repos, prep.AgentDirs)
+	if !spec.WorkspaceReadOnly {
+		// A read-only workspace cannot change: nothing in it to audit.
+		sess.WatchRepos(spec.Workspace, prep.Repos, prep.AgentDirs)
+	}
 	return sess, nil
 }
 
@@ -400,6 +410,9 @@ func (s *Session) Wait() int {
 	}
 	for _, t := range s.Tampered() {
 		fmt.Fprintf(s.stderr, "cco: WARNING: %s was replaced, moved or removed during the session: it is not the file the jail protected (check it before running git or %s there)\n", t, s.name)
+	}
+	for _, r := range s.RestoreTrust() {
+		fmt.Fprintf(s.stderr, "cco: WARNING: %s\n", r)
 	}
 	for _, a := range s.Added() {
 		fmt.Fprintf(s.stderr, "\ncco: WARNING: this session added a command that runs outside the jail:\n  %s\n  Remove it unless you added it yourself.\n", safetext.Escape(a))

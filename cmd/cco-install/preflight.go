@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cco-dev/cco/hostcheck"
+	"github.com/cco-dev/cco/internal/sysbin"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
 	"github.com/cco-dev/cco/userns"
@@ -142,7 +144,10 @@ func installDeps(root provision.Reader, run func(name string, args ...string) er
 
 func runCommand(stderr *os.File) func(string, ...string) error {
 	return func(name string, args ...string) error {
-		cmd := exec.Command(name, args...)
+		cmd, err := sysbin.Command(context.Background(), name, args...)
+		if err != nil {
+			return err
+		}
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = stderr, &buf
 		if err := cmd.Run(); err != nil {

@@ -66,6 +66,26 @@ func TestUsernsProblem(t *testing.T) {
 	}
 }
 
+// TestRunCommandIgnoresPATH: what --install-deps runs (apt-get, dnf) is
+// the system's program, never one planted first on root's PATH.
+func TestRunCommandIgnoresPATH(t *testing.T) {
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	if err := os.WriteFile(filepath.Join(dir, "true"), []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	if err := runCommand(os.Stderr)("true"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("PLANTED: runCommand ran %s/true", dir)
+	}
+	if err := runCommand(os.Stderr)("cco-no-such-program"); err == nil || !strings.Contains(err.Error(), "system's directories") {
+		t.Errorf("a missing program: %v", err)
+	}
+}
+
 // A blocking host finding refuses a run on the host before it writes
 // anything, with its cause and fix; a staged root or an image build is not
 // checked against this machine's kernel.
