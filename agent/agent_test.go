@@ -176,11 +176,11 @@ func TestCodexArgs(t *testing.T) {
 		{"plain empty", nil, []string{B}},
 		{"plain prompt", []string{"fix it"}, []string{B, "fix it"}},
 		{"plain model", []string{"-m", "o3", "hi"}, []string{B, "-m", "o3", "hi"}},
-		{"plain -s", []string{"-s", "read-only", "hi"}, []string{B, "hi"}},
+		{"plain -s", []string{"-s", "workspace-write", "hi"}, []string{B, "hi"}},
 		{"plain -s=", []string{"-s=workspace-write"}, []string{B}},
-		{"plain -sX", []string{"-sread-only"}, []string{B}},
-		{"plain --sandbox", []string{"--sandbox", "read-only"}, []string{B}},
-		{"plain --sandbox=", []string{"--sandbox=read-only", "p"}, []string{B, "p"}},
+		{"plain -sX", []string{"-sdanger-full-access"}, []string{B}},
+		{"plain --sandbox", []string{"--sandbox", "workspace-write"}, []string{B}},
+		{"plain --sandbox=", []string{"--sandbox=workspace-write", "p"}, []string{B, "p"}},
 		{"plain -a", []string{"-a", "on-request"}, []string{B}},
 		{"plain -aX", []string{"-auntrusted"}, []string{B}},
 		{"plain -a=", []string{"-a=never"}, []string{B}},
@@ -188,12 +188,12 @@ func TestCodexArgs(t *testing.T) {
 		{"plain --ask=", []string{"--ask-for-approval=never"}, []string{B}},
 		{"plain full-auto", []string{"--full-auto"}, []string{B}},
 		{"plain yolo dedup", []string{"--yolo", B}, []string{B}},
-		{"-c sandbox_mode", []string{"-c", "sandbox_mode=read-only"}, []string{B}},
-		{"-c quoted", []string{"-c", `"sandbox_mode" = "read-only"`}, []string{B}},
-		{"-c spaced", []string{"-c", ` sandbox_mode ="read-only"`}, []string{B}},
+		{"-c sandbox_mode", []string{"-c", "sandbox_mode=workspace-write"}, []string{B}},
+		{"-c quoted", []string{"-c", `"sandbox_mode" = "workspace-write"`}, []string{B}},
+		{"-c spaced", []string{"-c", ` sandbox_mode ="danger-full-access"`}, []string{B}},
 		{"-c dotted", []string{"-c", "profiles.x.approval_policy=untrusted"}, []string{B}},
 		{"-c inline", []string{"-c", `profiles={x={sandbox_mode="read-only"}}`}, []string{B}},
-		{"-c glued", []string{"-csandbox_mode=read-only"}, []string{B}},
+		{"-c glued", []string{"-csandbox_mode=workspace-write"}, []string{B}},
 		{"-c=", []string{"-c=approval_policy=never"}, []string{B}},
 		{"--config", []string{"--config", "approval_policy=on-request"}, []string{B}},
 		{"--config=", []string{"--config=sandbox_mode=danger-full-access"}, []string{B}},
@@ -203,10 +203,10 @@ func TestCodexArgs(t *testing.T) {
 		{"value not stripped", []string{"-m", "-s", "hi"}, []string{B, "-m", "-s", "hi"}},
 		{"exec", []string{"exec", "do it"}, []string{"exec", B, "do it"}},
 		{"exec alias", []string{"e", "do it"}, []string{"e", B, "do it"}},
-		{"exec full-auto", []string{"exec", "--full-auto", "-s", "read-only", "x"}, []string{"exec", B, "x"}},
-		{"root flags then exec", []string{"-c", "model=o3", "-a", "never", "exec", "--sandbox=read-only", "x"},
+		{"exec full-auto", []string{"exec", "--full-auto", "-s", "workspace-write", "x"}, []string{"exec", B, "x"}},
+		{"root flags then exec", []string{"-c", "model=o3", "-a", "never", "exec", "--sandbox=workspace-write", "x"},
 			[]string{"-c", "model=o3", "exec", B, "x"}},
-		{"exec resume", []string{"exec", "resume", "--last", "-c", "sandbox_mode=read-only"}, []string{"exec", B, "resume", "--last"}},
+		{"exec resume", []string{"exec", "resume", "--last", "-c", "sandbox_mode=workspace-write"}, []string{"exec", B, "resume", "--last"}},
 		{"resume", []string{"resume", "--last", "-a", "on-request"}, []string{"resume", B, "--last"}},
 		{"resume root flag", []string{"-m", "o3", "resume", "abc"}, []string{"-m", "o3", "resume", B, "abc"}},
 		{"agents", []string{"agents", "--full-auto", "-C", "/w"}, []string{"agents", B, "-C", "/w"}},
@@ -222,10 +222,49 @@ func TestCodexArgs(t *testing.T) {
 	}
 }
 
+// TestCodexArgsReadOnly: codex's read-only sandbox mode, in every
+// spelling, keeps the user's approvals and gets Codex's own sandbox off in
+// the bypass's place (the jail binds the workspace read-only); the other
+// modes are the jail's read-write workspace with the bypass.
+func TestCodexArgsReadOnly(t *testing.T) {
+	x, _ := Lookup("codex")
+	off := []string{"--sandbox", "danger-full-access"}
+	for _, tc := range []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{"-s -a", []string{"-s", "read-only", "-a", "untrusted"}, append(off, "-a", "untrusted")},
+		{"-a first", []string{"-a", "on-request", "--sandbox", "read-only", "hi"}, append(off, "-a", "on-request", "hi")},
+		{"--sandbox=", []string{"--sandbox=read-only", "-auntrusted"}, append(off, "-auntrusted")},
+		{"-sX", []string{"-sread-only"}, off},
+		{"-s=", []string{"-s=read-only", "--ask-for-approval=never"}, append(off, "--ask-for-approval=never")},
+		{"-c sandbox_mode", []string{"-c", `sandbox_mode="read-only"`, "-c", "approval_policy=untrusted"}, append(off, "-c", "approval_policy=untrusted")},
+		{"exec", []string{"exec", "-s", "read-only", "review it"}, []string{"exec", "--sandbox", "danger-full-access", "review it"}},
+		{"strictest wins", []string{"-s", "workspace-write", "-s", "read-only"}, off},
+		{"bypass flags dropped", []string{"--yolo", "-s", "read-only", "--full-auto", B}, off},
+		{"login untouched", []string{"login", "-s", "read-only"}, []string{"login"}},
+		{"after -- a prompt", []string{"--", "-s", "read-only"}, []string{B, "--", "-s", "read-only"}},
+		{"a value, not the flag", []string{"-m", "-s", "read-only"}, []string{B, "-m", "-s", "read-only"}},
+	} {
+		got := x.Args(tc.in, Options{})
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Args(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+		wantRO := slices.Equal(got[:min(2, len(got))], off) || tc.name == "exec" || tc.name == "login untouched"
+		if x.ReadOnlyWorkspace(tc.in) != wantRO {
+			t.Errorf("%s: ReadOnlyWorkspace(%q) = %v, want %v", tc.name, tc.in, !wantRO, wantRO)
+		}
+	}
+	if c, _ := Lookup("claude"); c.ReadOnlyWorkspace([]string{"-s", "read-only"}) {
+		t.Error("claude has no read-only mode")
+	}
+}
+
 func TestCodexArgsNeverLeakPolicy(t *testing.T) {
 	x, _ := Lookup("codex")
 	forms := [][]string{
-		{"-s", "read-only"}, {"-sread-only"}, {"-s=read-only"}, {"--sandbox", "read-only"}, {"--sandbox=read-only"},
+		{"-s", "workspace-write"}, {"-sworkspace-write"}, {"-s=danger-full-access"}, {"--sandbox", "workspace-write"}, {"--sandbox=workspace-write"},
 		{"-a", "never"}, {"-anever"}, {"-a=never"}, {"--ask-for-approval", "never"}, {"--ask-for-approval=never"},
 		{"--full-auto"}, {"-c", "sandbox_mode=x"}, {"-csandbox_mode=x"}, {"-c=sandbox_mode=x"},
 		{"--config", "approval_policy=x"}, {"--config=approval_policy=x"},
@@ -241,7 +280,7 @@ func TestCodexArgsNeverLeakPolicy(t *testing.T) {
 				}
 				if g == "--full-auto" || strings.Contains(g, "sandbox_mode") || strings.Contains(g, "approval_policy") ||
 					g == "-s" || g == "-a" || strings.HasPrefix(g, "--sandbox") || strings.HasPrefix(g, "--ask") ||
-					g == "read-only" || g == "never" {
+					g == "workspace-write" || g == "never" {
 					t.Errorf("Args(%q) = %q leaks %q", in, got, g)
 				}
 			}

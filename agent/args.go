@@ -2,6 +2,7 @@ package agent
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -35,6 +36,30 @@ func claudeArgs(user []string, o Options) []string {
 		out = append(out, a)
 	}
 	return out
+}
+
+// claudeSandboxEnv tells Claude Code that it runs in a sandbox: as root it
+// refuses --dangerously-skip-permissions without it ("cannot be used with
+// root/sudo privileges for security reasons").
+const claudeSandboxEnv = "IS_SANDBOX"
+
+// claudeArgsEnv sets IS_SANDBOX=1 where the jail is that sandbox: the
+// shadow gave claude --dangerously-skip-permissions (claude_skip_permissions)
+// and the session is uid 0 in the jail. Nowhere else: a user's jail keeps
+// Claude Code's own check, and a root session without the flag needs none.
+func claudeArgsEnv(args []string, o Options) []string {
+	if !o.SkipPermissions || !o.Root {
+		return nil
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--dangerously-skip-permissions" {
+			return []string{claudeSandboxEnv + "=1"}
+		}
+	}
+	return nil
 }
 
 // claudeVersionFlags are Claude Code's version flags.
@@ -73,13 +98,71 @@ var codexPolicyKey = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`(^|[.{,\s"'])(sandbox_mode|approval_policy)["']?\s*(=|$)`)
 })
 
+// codexReadOnlyMode is Codex's sandbox mode for a read-only review; the
+// jail answers it with a read-only workspace (codexReadOnly).
+const codexReadOnlyMode = "read-only"
+
+// codexOwnSandboxOff is what a read-only session of Codex gets in place of
+// the bypass: its own sandbox off (its bundled bwrap cannot run in the
+// jail, whose read-only workspace is the sandbox), its approvals left as
+// the user gave them.
+var codexOwnSandboxOff = []string{"--sandbox", "danger-full-access"}
+
+// codexSandboxModeReadOnly matches a -c/--config override that sets
+// sandbox_mode, bare or quoted, to read-only.
+var codexSandboxModeReadOnly = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\s*["']?sandbox_mode["']?\s*=\s*["']?read-only["']?\s*$`)
+})
+
+// codexApprovalKey matches a -c/--config override of approval_policy
+// alone, which a read-only session keeps.
+var codexApprovalKey = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\s*["']?approval_policy["']?\s*=\s*["']?[A-Za-z-]+["']?\s*$`)
+})
+
+// codexReadOnly reports whether the user asked Codex for its read-only
+// sandbox (-s read-only, --sandbox read-only, --sandbox=read-only,
+// -sread-only, -c sandbox_mode="read-only") anywhere before "--": the
+// strictest request wins, and the jail then shows the workspace read-only.
+func codexReadOnly(user []string) bool {
+	for i := 0; i < len(user); i++ {
+		a := user[i]
+		if a == "--" {
+			return false
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			continue
+		}
+		name, val, hasVal := splitFlag(a)
+		if codexValueFlags[name] && !hasVal && takesNext(user, i) {
+			i++
+			val = user[i]
+		}
+		switch name {
+		case "-s", "--sandbox":
+			if val == codexReadOnlyMode {
+				return true
+			}
+		case "-c", "--config":
+			if codexSandboxModeReadOnly().MatchString(val) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // codexArgs strips every flag that re-enables Codex's own sandbox or
 // approvals (-s/--sandbox, -a/--ask-for-approval, --full-auto, which in
 // `codex exec` wins over the bypass, and -c/--config overrides of
 // sandbox_mode or approval_policy) in every spelling, and injects the bypass
-// once where the subcommand accepts it.
+// once where the subcommand accepts it. A read-only session
+// (codexReadOnly) keeps its approvals (-a, -c approval_policy=...) and gets
+// codexOwnSandboxOff in the bypass's place: the jail binds its workspace
+// read-only.
 func codexArgs(user []string, _ Options) []string {
-	out := make([]string, 0, len(user)+1)
+	readOnly := codexReadOnly(user)
+	out := make([]string, 0, len(user)+2)
 	inject := 0 // index in out where the bypass goes; -1 once placed or not wanted
 	sub := false
 	for i := 0; i < len(user); i++ {
@@ -105,7 +188,15 @@ func codexArgs(user []string, _ Options) []string {
 		switch name {
 		case codexBypass, "--yolo", "--full-auto":
 			continue
-		case "-s", "--sandbox", "-a", "--ask-for-approval":
+		case "-a", "--ask-for-approval":
+			if readOnly {
+				break // kept, with its value, below
+			}
+			if !hasVal && takesNext(user, i) {
+				i++
+			}
+			continue
+		case "-s", "--sandbox":
 			if !hasVal && takesNext(user, i) {
 				i++
 			}
@@ -118,13 +209,13 @@ func codexArgs(user []string, _ Options) []string {
 				}
 				i++
 				val = user[i]
-				if codexPolicyKey().MatchString(val) {
+				if codexPolicyKey().MatchString(val) && !(readOnly && codexApprovalKey().MatchString(val)) {
 					continue
 				}
 				out = append(out, a, val)
 				continue
 			}
-			if codexPolicyKey().MatchString(val) {
+			if codexPolicyKey().MatchString(val) && !(readOnly && codexApprovalKey().MatchString(val)) {
 				continue
 			}
 			out = append(out, a)
@@ -139,10 +230,10 @@ func codexArgs(user []string, _ Options) []string {
 	if inject < 0 {
 		return out
 	}
-	out = append(out, "")
-	copy(out[inject+1:], out[inject:])
-	out[inject] = codexBypass
-	return out
+	if readOnly {
+		return slices.Insert(out, inject, codexOwnSandboxOff...)
+	}
+	return slices.Insert(out, inject, codexBypass)
 }
 
 // codexSubcommand is the first argument that is neither an option nor an

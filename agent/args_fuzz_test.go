@@ -91,7 +91,9 @@ func codexFlags(args []string) []codexFlag {
 // that re-enables Codex's sandbox or approvals survives (-s/--sandbox,
 // -a/--ask-for-approval, --full-auto, a -c override of sandbox_mode or
 // approval_policy). The bypass is there exactly once unless the user named
-// a subcommand that does not take it. What remains is the user's arguments
+// a subcommand that does not take it. A read-only session (codexReadOnly)
+// has no bypass: its approvals survive, and Codex's own sandbox is off
+// (--sandbox danger-full-access) once, where the bypass would be. What remains is the user's arguments
 // in their order, and after "--" nothing changes.
 func FuzzCodexArgs(f *testing.F) {
 	addArgSeeds(f, nil, []string{"-s", "read-only"}, []string{"-sread-only"}, []string{"--sandbox=x", "exec", "hi"},
@@ -107,18 +109,45 @@ func FuzzCodexArgs(f *testing.F) {
 		if !slices.Equal(tail, userTail) {
 			t.Fatalf("Args(%q) = %q: the part from -- on changed", user, got)
 		}
-		n := 0
+		readOnly := codexReadOnly(user)
+		if p.ReadOnlyWorkspace(user) != readOnly {
+			t.Fatalf("ReadOnlyWorkspace(%q) is not codexReadOnly's answer", user)
+		}
+		n, off := 0, 0
 		for _, fl := range codexFlags(head) {
 			switch fl.name {
-			case "-s", "--sandbox", "-a", "--ask-for-approval", "--full-auto", "--yolo":
+			case "-s", "--sandbox":
+				// A read-only session's own sandbox off is the one -s.
+				if !readOnly || fl.name != "--sandbox" || fl.val != "danger-full-access" {
+					t.Fatalf("Args(%q) = %q: %s %s survived", user, got, fl.name, fl.val)
+				}
+				off++
+			case "-a", "--ask-for-approval":
+				if !readOnly {
+					t.Fatalf("Args(%q) = %q: %s survived", user, got, fl.name)
+				}
+			case "--full-auto", "--yolo":
 				t.Fatalf("Args(%q) = %q: %s survived", user, got, fl.name)
 			case "-c", "--config":
-				if codexPolicyKey().MatchString(fl.val) {
+				if codexPolicyKey().MatchString(fl.val) && !(readOnly && codexApprovalKey().MatchString(fl.val)) {
 					t.Fatalf("Args(%q) = %q: the override %q survived", user, got, fl.val)
 				}
 			case codexBypass:
 				n++
 			}
+		}
+		if readOnly {
+			if n != 0 || off > 1 || off == 0 && !slices.ContainsFunc(head, isCodexSubcommand) {
+				t.Fatalf("Args(%q) = %q: read-only asked; bypass %d times, own sandbox off %d times", user, got, n, off)
+			}
+			rest := slices.Clone(got)
+			if i := slices.Index(rest, "danger-full-access"); off == 1 && i > 0 {
+				rest = slices.Delete(rest, i-1, i+1)
+			}
+			if !argvfuzz.IsSubsequence(rest, user) {
+				t.Fatalf("Args(%q) = %q: not the user's arguments in order", user, got)
+			}
+			return
 		}
 		if n > 1 {
 			t.Fatalf("Args(%q) = %q: the bypass %d times", user, got, n)

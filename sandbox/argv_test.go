@@ -165,7 +165,7 @@ func (f *fixture) plan(t *testing.T, name string, uid int, cfg *Config, env []st
 		cfg = &Config{}
 	}
 	s, pr, err := Plan(&Launch{Profile: p, Config: cfg, Home: f.home, User: "ada", UID: uid, Cwd: f.ws,
-		Environ: env, Session: "s1", Args: []string{"--chrome", "-s", "read-only", "hi"}})
+		Environ: env, Session: "s1", Args: []string{"--chrome", "-s", "workspace-write", "hi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,12 +278,14 @@ func TestArgvCommon(t *testing.T) {
 				m("--ro-bind", f.ws+"/.git/info", f.ws+"/.git/info"))
 			// The curated gitconfig; the marker last, after /run's tmpfs.
 			// Both are made by bwrap from descriptors (the gitconfig 6, the
-			// stand-in over the missing settings.local.json 7, the marker 8):
-			// nothing of them is on the host.
-			c.has("--perms", "0444", "--ro-bind-data", "7", f.ws+"/.claude/settings.local.json")
-			c.order(m("--perms", "0700", "--tmpfs", f.home), m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"))
+			// jail's git excludes 7, the stand-in over the missing
+			// settings.local.json 8, the marker 9): nothing of them is on
+			// the host.
+			c.has("--perms", "0444", "--ro-bind-data", "8", f.ws+"/.claude/settings.local.json")
+			c.order(m("--perms", "0700", "--tmpfs", f.home), m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"),
+				m("--perms", "0444", "--ro-bind-data", "7", f.home+"/.config/cco/git-excludes"))
 			c.order(m("--bind", f.home+"/.cache/cco/"+name, f.home+"/.cache"), m("--bind", f.ws, f.ws), m("--symlink", ".cache/cco-npm", f.home+"/.npm"), m("--remount-ro", f.home), m("--tmpfs", "/run"),
-				m("--perms", "0444", "--ro-bind-data", "8", MarkerPath), m("--chdir", f.ws))
+				m("--perms", "0444", "--ro-bind-data", "9", MarkerPath), m("--chdir", f.ws))
 			// Credentials of the home are never bound.
 			c.lacksValue(f.home + "/.ssh")
 			c.lacksValue(f.home + "/.config/gh")
@@ -301,7 +303,7 @@ func TestArgvCommon(t *testing.T) {
 			}
 			c.n++
 			if c.argv[len(c.argv)-1] != "hi" || (name == "claude" && slices.Contains(c.argv[i:], "--chrome")) ||
-				(name == "codex" && slices.Contains(c.argv[i:], "read-only")) {
+				(name == "codex" && slices.Contains(c.argv[i:], "workspace-write")) {
 				t.Errorf("user args not rewritten: %q", c.argv[i:])
 			}
 			t.Logf("%s: %d argv assertions", name, c.n)
@@ -327,7 +329,7 @@ func TestArgvClaude(t *testing.T) {
 	c.lacks("--ro-bind", h+"/.claude.json", h+"/.claude.json")
 	i := slices.Index(c.argv, "--")
 	c.n++
-	if !slices.Equal(c.argv[i+4:], []string{SystemRoot + "/usr/libexec/cco/claude/current/claude", "--no-chrome", "-s", "read-only", "hi"}) {
+	if !slices.Equal(c.argv[i+4:], []string{SystemRoot + "/usr/libexec/cco/claude/current/claude", "--no-chrome", "-s", "workspace-write", "hi"}) {
 		t.Errorf("claude command %q", c.argv[i+1:])
 	}
 	c.n++
@@ -413,23 +415,25 @@ func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 	// Stand-ins made by bwrap, in memory: an empty read-only directory for
 	// hooks and for a missing agent directory, an empty file, "{}" for
 	// JSON, "." for commondir; the descriptors count from 6 in argv order
-	// (the gitconfig first), the marker last.
-	c.order(m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"), m("--bind", f.ws, f.ws),
+	// (the gitconfig first, then the jail's git excludes), the marker last.
+	c.order(m("--perms", "0444", "--ro-bind-data", "6", f.home+"/.gitconfig"),
+		m("--perms", "0444", "--ro-bind-data", "7", f.home+"/.config/cco/git-excludes"), m("--bind", f.ws, f.ws),
 		m("--tmpfs", f.ws+"/.codex", "--remount-ro", f.ws+"/.codex"),
-		m("--perms", "0444", "--ro-bind-data", "7", f.ws+"/.claude/settings.json"),
-		m("--perms", "0444", "--ro-bind-data", "8", f.ws+"/.claude/settings.local.json"),
-		m("--perms", "0444", "--ro-bind-data", "9", f.ws+"/.git/config"),
-		m("--perms", "0444", "--ro-bind-data", "10", f.ws+"/.git/config.worktree"),
-		m("--perms", "0444", "--ro-bind-data", "11", f.ws+"/.git/commondir"),
+		m("--perms", "0444", "--ro-bind-data", "8", f.ws+"/.claude/settings.json"),
+		m("--perms", "0444", "--ro-bind-data", "9", f.ws+"/.claude/settings.local.json"),
+		m("--perms", "0444", "--ro-bind-data", "10", f.ws+"/.git/config"),
+		m("--perms", "0444", "--ro-bind-data", "11", f.ws+"/.git/config.worktree"),
+		m("--perms", "0444", "--ro-bind-data", "12", f.ws+"/.git/commondir"),
 		m("--tmpfs", f.ws+"/.git/hooks", "--remount-ro", f.ws+"/.git/hooks"),
-		m("--perms", "0444", "--ro-bind-data", "12", MarkerPath))
+		m("--perms", "0444", "--ro-bind-data", "13", MarkerPath))
 	data := DataFiles(s)
-	wantData := []string{"", "{}\n", "{}\n", "", "", ".\n"}
-	if len(data) != 7 || !strings.Contains(string(data[6]), `"agent":"claude"`) {
+	wantData := []string{"", "/.claude/settings.json\n/.claude/settings.local.json\n", "{}\n", "{}\n", "", "", ".\n"}
+	// The jail's /etc/profile, where the host has one, follows the marker.
+	if len(data) < 8 || len(data) > 9 || !strings.Contains(string(data[7]), `"agent":"claude"`) {
 		t.Errorf("data files %q", data)
 	} else {
 		for i, w := range wantData[1:] {
-			if string(data[i+1]) != w {
+			if !strings.HasSuffix(string(data[i+1]), w) {
 				t.Errorf("data file %d = %q, want %q", i+1, data[i+1], w)
 			}
 		}
@@ -441,12 +445,12 @@ func TestArgvMissingProtectedFilesGetPlaceholders(t *testing.T) {
 		{Path: f.ws + "/.git/config"}, {Path: f.ws + "/.git/config.worktree"}, {Path: f.ws + "/.git/commondir", Data: ".\n"},
 		{Path: f.ws + "/.git/hooks", Dir: true}, {Path: f.ws + "/.git/info", Dir: true}}
 	for _, w := range want {
-		if !slices.Contains(pr.Placeholders, w) {
+		if !slices.Contains(noRoots(pr.Placeholders), w) {
 			t.Errorf("placeholders %v lack %v", pr.Placeholders, w)
 		}
 	}
 	_, pr, _ = f.plan(t, "codex", 1000, nil, nil)
-	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.home + "/.codex/packages", Dir: true}) {
+	if !slices.Contains(noRoots(pr.Placeholders), Placeholder{Path: f.home + "/.codex/packages", Dir: true}) {
 		t.Errorf("codex placeholders %v lack ~/.codex/packages", pr.Placeholders)
 	}
 }
@@ -463,7 +467,7 @@ func TestLoginStateStandIns(t *testing.T) {
 	s, pr, err := Plan(l)
 	testenv.Must(t, err)
 	for _, w := range []Placeholder{{Path: f.home + "/.codex/.env"}, {Path: f.home + "/.codex/rules", Dir: true}} {
-		if !slices.Contains(pr.StandIns, w) {
+		if !slices.Contains(noRoots(pr.StandIns), w) {
 			t.Errorf("stand-ins %v lack %v", pr.StandIns, w)
 		}
 		if slices.ContainsFunc(pr.Placeholders, func(ph Placeholder) bool { return ph.Path == w.Path }) {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,6 +92,12 @@ const DefaultConfigTOML = `# cco sandbox configuration. Root-owned; read by the 
 # entries' hosts) on port 22 through the egress proxy.
 # ssh_agent = false
 # ssh_hosts = []
+
+# Keys whose entries a user's own ~/.config/cco/sandbox.toml may add to (any of
+# pass_env, home_read_only, allow_write, forge, egress_allow, allow_host,
+# allow_ip, egress_ports, host_ports, ssh_hosts). Without it a user's file may
+# only make that user's jails stricter.
+# user_may_add = []
 `
 
 // Config is sandbox.toml.
@@ -135,6 +140,15 @@ type Config struct {
 	// (default: the forge entries' hosts) through the egress proxy.
 	SSHAgent bool     `toml:"ssh_agent"`
 	SSHHosts []string `toml:"ssh_hosts"`
+
+	// UserMayAdd are the keys whose entries a user's own layer
+	// (UserConfigRel) may add to; root's file only.
+	UserMayAdd []string `toml:"user_may_add"`
+	// from is the file each key's value came from, by key (a key not
+	// listed has its default); see Sources.
+	from map[string]string
+	// userHide are the hide entries the user's layer added.
+	userHide []string
 }
 
 // SSHHostList is the hosts ssh reaches from the jail: ssh_hosts, or the
@@ -277,29 +291,40 @@ func overflowUID() uint32 {
 // ParseConfig parses and validates sandbox.toml's text; path names it in
 // errors.
 func ParseConfig(data []byte, path string) (*Config, error) {
+	c, _, err := parseConfig(data, path)
+	return c, err
+}
+
+// parseConfig is ParseConfig, with the keys the file defines.
+func parseConfig(data []byte, path string) (*Config, toml.MetaData, error) {
 	var c Config
 	md, err := toml.Decode(string(data), &c)
 	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w (fix the file or restore it with sudo cco-install)", path, err)
+		return nil, md, fmt.Errorf("parsing %s: %w (fix the file or restore it with sudo cco-install)", path, err)
 	}
-	if u := md.Undecoded(); len(u) > 0 {
-		keys := make([]string, len(u))
-		for i, k := range u {
-			keys[i] = k.String()
-		}
-		sort.Strings(keys)
-		return nil, fmt.Errorf("%s: unknown key %s (fix: remove it or correct its spelling; known keys are listed in the default file)", path, strings.Join(keys, ", "))
+	if err := unknownKeys(md, path); err != nil {
+		return nil, md, err
 	}
+	c.from = definedKeys(md, path)
+	if err := c.check(md, path); err != nil {
+		return nil, md, err
+	}
+	return &c, md, nil
+}
+
+// check validates a parsed file's values and works out its home trees.
+func (c *Config) check(md toml.MetaData, path string) error {
+	var err error
 	raw := toolchains.Default
 	if md.IsDefined("home_read_only") {
 		raw = c.HomeReadOnly
 	}
 	if c.homeTrees, err = toolchains.Parse(raw, protectedHome); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	for _, t := range c.homeTrees {
 		if paths.Within(t, caches.Home) {
-			return nil, fmt.Errorf("%s: home_read_only entry \"~/%s\" lies in ~/%s, which the jail keeps apart for each agent (fix: remove it from home_read_only)", path, t, caches.Home)
+			return fmt.Errorf("%s: home_read_only entry \"~/%s\" lies in ~/%s, which the jail keeps apart for each agent (fix: remove it from home_read_only)", path, t, caches.Home)
 		}
 	}
 	for _, h := range c.Hide {
@@ -307,53 +332,53 @@ func ParseConfig(data []byte, path string) (*Config, error) {
 			continue
 		}
 		if !filepath.IsAbs(h) || filepath.Clean(h) == "/" {
-			return nil, fmt.Errorf("%s: hide entry %q is neither an absolute path nor a path below ~/ (fix: write it as /abs/path or ~/path)", path, h)
+			return fmt.Errorf("%s: hide entry %q is neither an absolute path nor a path below ~/ (fix: write it as /abs/path or ~/path)", path, h)
 		}
 	}
 	if err := caches.Check(c.Caches); err != nil {
-		return nil, fmt.Errorf("%s: %w (fix: remove caches, or set it to one of those)", path, err)
+		return fmt.Errorf("%s: %w (fix: remove caches, or set it to one of those)", path, err)
 	}
 	if c.WorkspaceRoot != "" && !filepath.IsAbs(c.WorkspaceRoot) {
-		return nil, fmt.Errorf("%s: workspace_root %q is not an absolute path (fix: write it as /abs/path)", path, c.WorkspaceRoot)
+		return fmt.Errorf("%s: workspace_root %q is not an absolute path (fix: write it as /abs/path)", path, c.WorkspaceRoot)
 	}
 	for _, p := range c.AllowWrite {
 		if !filepath.IsAbs(p) {
-			return nil, fmt.Errorf("%s: allow_write entry %q is not an absolute path (fix: write it as /abs/path)", path, p)
+			return fmt.Errorf("%s: allow_write entry %q is not an absolute path (fix: write it as /abs/path)", path, p)
 		}
 	}
 	for _, n := range c.PassEnv {
 		if why := refusedEnv(n); why != "" {
-			return nil, fmt.Errorf("%s: pass_env entry %q %s (fix: remove it from pass_env)", path, n, why)
+			return fmt.Errorf("%s: pass_env entry %q %s (fix: remove it from pass_env)", path, n, why)
 		}
 	}
 	for _, f := range c.Forge {
 		if _, ok := Forges[f]; !ok {
-			return nil, fmt.Errorf("%s: forge %q is not known (fix: use one of github, gitlab)", path, f)
+			return fmt.Errorf("%s: forge %q is not known (fix: use one of github, gitlab)", path, f)
 		}
 	}
 	if c.MaxProcs < 0 {
-		return nil, fmt.Errorf("%s: max_procs %d is negative (fix: a positive number, or remove it for %d)", path, c.MaxProcs, DefaultMaxProcs)
+		return fmt.Errorf("%s: max_procs %d is negative (fix: a positive number, or remove it for %d)", path, c.MaxProcs, DefaultMaxProcs)
 	}
 	switch c.Egress {
 	case "", "public", "allowlist", "off":
 	default:
-		return nil, fmt.Errorf("%s: egress %q is not one of public, allowlist, off", path, c.Egress)
+		return fmt.Errorf("%s: egress %q is not one of public, allowlist, off (fix: set egress to one of those in %s)", path, c.Egress, path)
 	}
 	if err := policy.ParseUpstreamSetting(c.EgressUpstream); err != nil {
-		return nil, fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
+		return fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
 	}
 	if len(c.SSHHosts) > 0 && !c.SSHAgent {
-		return nil, fmt.Errorf("%s: ssh_hosts is set but ssh_agent is not: ssh_hosts does nothing without it (fix: set ssh_agent = true, or remove ssh_hosts)", path)
+		return fmt.Errorf("%s: ssh_hosts is set but ssh_agent is not: ssh_hosts does nothing without it (fix: set ssh_agent = true, or remove ssh_hosts)", path)
 	}
 	if c.SSHHosts != nil {
 		if _, err := policy.Parse(map[string]any{"ssh_hosts": c.SSHHosts}, agent.Names()[0], "/"); err != nil {
-			return nil, fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
+			return fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
 		}
 	}
 	if c.HostPorts != nil {
 		if _, err := policy.HostPortList(c.HostPorts); err != nil {
-			return nil, fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
+			return fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
 		}
 	}
-	return &c, nil
+	return checkUserMayAdd(c, path)
 }

@@ -61,8 +61,8 @@ func TestDefaultConfigParsesAndListsEveryKey(t *testing.T) {
 
 func TestParseConfigRefusals(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{`workspace_roots = "/x"`, "unknown key workspace_roots"},
-		{"[extra]\nx = 1", "unknown key extra, extra.x"},
+		{`workspace_roots = "/x"`, `unknown key "workspace_roots" (did you mean "workspace_root"?)`},
+		{"[extra]\nx = 1", `unknown key "extra" (and 1 more unknown: extra.x)`},
 		{`workspace_root = "rel"`, `workspace_root "rel" is not an absolute path`},
 		{`allow_write = ["rel/x"]`, `allow_write entry "rel/x" is not an absolute path`},
 		{`pass_env = ["PATH"]`, `pass_env entry "PATH"`},

@@ -26,7 +26,7 @@ func TestPlanEgress(t *testing.T) {
 		c.has("--unshare-net")
 		// The proxy's socket comes after every tmpfs that would hide it,
 		// read-only, at the fixed path the helper looks at.
-		c.order(m("--tmpfs", "/tmp"), m("--tmpfs", "/run"), m("--ro-bind", sock, EgressSocket), m("--perms", "0444", "--ro-bind-data", "8", MarkerPath))
+		c.order(m("--tmpfs", "/tmp"), m("--tmpfs", "/run"), m("--ro-bind", sock, EgressSocket), m("--perms", "0444", "--ro-bind-data", "9", MarkerPath))
 		// The helper must run (it hosts the bridge), although Direct asked not to.
 		if len(s.Command) < 3 || s.Command[0] != SystemRoot+HelperPath || s.Command[1] != "exec" {
 			t.Errorf("%s: command %q, want the helper", mode, s.Command)

@@ -45,23 +45,24 @@ func (pl *planner) loginReadOnly(rel string) error {
 	return nil
 }
 
-// makeStandIns makes the missing login-state names, without following a
-// link (a name that exists by now is left as it is).
-func makeStandIns(ins []Placeholder) error {
+// makeStandIns makes the missing login-state names beneath their tree's
+// top, following no link (a name that exists by now is left as it is).
+func makeStandIns(t trees, ins []Placeholder) error {
 	for _, ph := range ins {
-		var err error
-		if ph.Dir {
-			err = unix.Mkdir(ph.Path, 0o700)
-		} else {
-			var fd int
-			fd, err = unix.Open(ph.Path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-			if err == nil {
-				_, err = unix.Write(fd, []byte(ph.Data))
-				unix.Close(fd)
+		root := ph.Root
+		if root == "" {
+			root = filepath.Dir(ph.Path)
+		}
+		d, err := t.open(root)
+		if err == nil {
+			if ph.Dir {
+				_, err = d.Mkdir(ph.Path, 0o700)
+			} else {
+				_, err = d.Create(ph.Path, []byte(ph.Data), 0o600)
 			}
 		}
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("creating %s, which the jail shows read-only: %w (fix: create it yourself, empty)", ph.Path, err)
+			return fmt.Errorf("creating %s, which the jail shows read-only: %w (fix: create it yourself, empty)", ph.Path, noLink(err))
 		}
 	}
 	return nil
@@ -83,7 +84,7 @@ func (pl *planner) toolchainTrees(rels []string) ([]string, error) {
 		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 			continue
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
-			return nil, fmt.Errorf("home_read_only entry \"~/%s\": %s is, or lies below, a symbolic link, which the jail never follows (fix: replace the link with what it points to, or remove the entry from home_read_only in %s)", rel, p, ConfigPath)
+			return nil, fmt.Errorf("home_read_only entry \"~/%s\": %s is, or lies below, a symbolic link, which the jail never follows (fix: %s, or replace the link with what it points to)", rel, p, leaveOutTree(pl.home, rels, rel))
 		default:
 			return nil, fmt.Errorf("home_read_only entry \"~/%s\": opening %s: %w", rel, p, err)
 		}

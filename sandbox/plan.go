@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/caches"
@@ -109,6 +111,9 @@ type Placeholder struct {
 	// a name whose empty file would mean something to a host program
 	// (git reads an empty commondir as an error).
 	Data string
+	// Root is the top of the tree it is made in, resolved beneath
+	// (package beneath): the outermost tree the plan knows that holds it.
+	Root string
 }
 
 // Prep is the host-side work Plan decided on: done before bwrap starts.
@@ -149,6 +154,17 @@ type Prep struct {
 	// differently from what they may expect (no workspace, a variable
 	// not passed).
 	Notes []string
+	// MountPoints are the host paths of the names bwrap resolves on the
+	// host to mount onto, and Writable the host trees the jail writes:
+	// recorded, so that another launch knows what this jail can swap
+	// (docs/adr/0120-mount-points-on-descriptors.md).
+	MountPoints []string
+	Writable    []string
+	// Sealed are the mount points below which the jail cannot change
+	// the host (read-only directories, masks).
+	Sealed []string
+	// Workspace is the Spec's.
+	Workspace string
 }
 
 // protectedSystem are trees no workspace or allow_write path may lie in
@@ -157,8 +173,9 @@ type Prep struct {
 var protectedSystem = []string{"/etc", "/usr", "/var/lib/cco", "/boot", "/proc", "/sys", "/dev"}
 
 // protectedHome are the home's trees that hold credentials or cco's own
-// bookkeeping: every agent's login directories among them.
-var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco", caches.Root}, agent.LoginDirs()...)
+// bookkeeping (the user's own layer of sandbox.toml among it): every
+// agent's login directories among them.
+var protectedHome = append([]string{".ssh", ".aws", ".config/gcloud", ".gnupg", ".local/state/cco", caches.Root, userConfigDir}, agent.LoginDirs()...)
 
 // Plan decides the jail for one launch: the Spec and the host-side work
 // that must happen before bwrap runs. It reads the filesystem but changes
@@ -179,6 +196,12 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		return nil, nil, err
 	}
 	s := &Spec{Home: home, Workspace: ws, Chdir: l.Cwd, Terminal: l.Terminal}
+	if ws != "" {
+		// The agent starts in the directory's real path (bwrap cannot
+		// chdir through a link the jail does not show), or in the
+		// shell's logical path where the jail can show it (logicalPWD).
+		s.Chdir, _ = realDir(l.Cwd, "current directory")
+	}
 	pr := &Prep{}
 	if noWorkspace {
 		// The home is no project: the agent starts in an empty private
@@ -186,6 +209,14 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		// state (--version, --help and logins work from ~ as unwrapped).
 		s.Chdir, s.NoWorkspace = NoWorkspaceDir, NoWorkspaceDir
 		pr.Notes = append(pr.Notes, fmt.Sprintf("%s is your home or holds it, not a project: %s starts with no workspace, in an empty private directory (cd into a project to work on it)", l.Cwd, p.Name))
+	}
+
+	readOnly, why := readOnlyWorkspace(l, ws)
+	if readOnly {
+		// Nothing in it can change: none of the protections a writable
+		// workspace needs (mount points, stand-ins, placeholders) is made.
+		s.WorkspaceReadOnly = true
+		pr.Notes = append(pr.Notes, why)
 	}
 
 	s.Private = privateDirs(l.Environ)
@@ -197,9 +228,9 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pr.LoginDirs = append(pr.LoginDirs, d)
 		s.HomeBinds = append(s.HomeBinds, Bind{Src: d, Dst: d})
 	}
-	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{},
+	pl := &planner{s: s, pr: pr, home: home, ws: ws, shared: shared, seen: map[string]bool{}, roDir: map[string]bool{},
 		hostBound: pathsOf(s.HomeBinds), willExist: pr.LoginDirs}
-	if ws != "" {
+	if ws != "" && !readOnly {
 		pl.hostBound = append(pl.hostBound, ws)
 	}
 	for _, rel := range p.HomeReadOnly {
@@ -214,7 +245,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	pl.cachePlaces(p.Name, l.Config.Caches, tools)
 	apart := homeTreesApart(home, tools)
 	if ws != "" {
-		if err := refuseOverHomeTrees(ws, "workspace", apart); err != nil {
+		if err := refuseOverHomeTrees(ws, "workspace", apart, home); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -249,18 +280,18 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		if err := refuseTree(w, home, "allow_write entry", shared); err != nil {
 			return nil, nil, err
 		}
-		if err := refuseOverHomeTrees(w, "allow_write entry", apart); err != nil {
+		if err := refuseOverHomeTrees(w, "allow_write entry", apart, home); err != nil {
 			return nil, nil, err
 		}
 		s.Writable = append(s.Writable, Bind{Src: w, Dst: w, Try: true})
 		pl.hostBound = append(pl.hostBound, w)
 	}
-	if ws != "" {
+	if ws != "" && !readOnly {
 		if err := pl.protectWorkspace(); err != nil {
 			return nil, nil, err
 		}
 	}
-	if err := pl.hidden(l.Config.Hide); err != nil {
+	if err := pl.hidden(l.Config); err != nil {
 		return nil, nil, err
 	}
 	pl.sysView()
@@ -348,7 +379,8 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	s.Masks = append(s.Masks, socketMasks(s)...)
 
 	// The environment last: PATH keeps what the jail shows.
-	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + jailPATH(s, l.Environ),
+	path := jailPATH(s, l.Environ)
+	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + path,
 		"SHELL=/bin/bash", "GIT_CONFIG_SYSTEM=/dev/null"}
 	env = append(env, p.Env...)
 	if p.ConfigDirEnv != "" {
@@ -361,7 +393,21 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			env = append(env, kv)
 		}
 	}
+	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions, Root: l.UID == 0}
+	args := p.Args(l.Args, opts)
+	env, set, err := pl.hostEnv(l, env, opts, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	dropped = slices.DeleteFunc(dropped, func(k string) bool { return slices.Contains(set, k) })
+	s.EtcProfile = loginProfile(path)
 	s.Env = append(env, s.Env...)
+	if ws != "" {
+		// bwrap sets $PWD to the directory it changes into.
+		if pwd := logicalPWD(s, l.Cwd); pwd != "" {
+			s.Chdir = pwd
+		}
+	}
 	if len(dropped) > 0 {
 		pr.Notes = append(pr.Notes, fmt.Sprintf("not passing %s into %s's jail: %s another agent's login",
 			agent.List(dropped, "and"), p.Name, pick(len(dropped) == 1, "it is", "they are")))
@@ -376,9 +422,8 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		return nil, nil, err
 	}
 
-	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}
 	// The profile's interpreter, when it has one, runs the vendor's script.
-	cmd := append(p.Command(SystemRoot), p.Args(l.Args, opts)...)
+	cmd := append(p.Command(SystemRoot), args...)
 	if l.Selftest {
 		cmd = append([]string{SystemRoot + HelperPath, "selftest", "--"}, l.Args...)
 	}
@@ -387,6 +432,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	} else {
 		s.Command = append([]string{SystemRoot + HelperPath, "exec", "--"}, cmd...)
 	}
+	pl.seal()
 	return s, pr, nil
 }
 
@@ -418,6 +464,90 @@ func realDir(p, what string) (string, error) {
 	return r, nil
 }
 
+// readOnlyWorkspace decides whether the workspace is bound read-only, and
+// the line that says why: it lies on a read-only mount (a reference
+// checkout, a read-only share), where a writable workspace's protections
+// could not be made and are not needed, or the agent's own arguments ask
+// for a read-only one (codex -s read-only).
+func readOnlyWorkspace(l *Launch, ws string) (bool, string) {
+	if ws == "" {
+		return false, ""
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(ws, &st); err == nil && st.Flags&unix.ST_RDONLY != 0 {
+		return true, fmt.Sprintf("the workspace %s is on a read-only mount: %s sees it read-only, and nothing is created in it", ws, l.Profile.Name)
+	}
+	if !l.Selftest && l.Profile.ReadOnlyWorkspace(l.Args) {
+		return true, fmt.Sprintf("%s's read-only sandbox mode: the workspace %s is read-only in the jail (%s's own sandbox is off, its approvals as you gave them)", l.Profile.Name, ws, l.Profile.Name)
+	}
+	return false, ""
+}
+
+// resolveHome makes the launch's home its real path: a home reached
+// through a link (/home/u2 -> /srv/h/u2) is then the same path for every
+// step of the launch (the registry, the caches, the jail's HOME), as Plan
+// sees it. A home that does not resolve is left for Plan to refuse.
+func resolveHome(l *Launch) {
+	if r, err := filepath.EvalSymlinks(l.Home); err == nil && filepath.IsAbs(l.Home) {
+		l.Home = r
+	}
+}
+
+// logicalPWD is the directory the agent starts in, and so its $PWD, when the shell's logical
+// path (logical, reached through a link) differs from the real one it
+// starts in: that path where the jail shows it, else "". A link in the
+// home, which the jail covers with its own tmpfs, is made there again
+// (s.Links), pointing at its real target; a link elsewhere shows as the
+// host has it, but in the private trees (/tmp, /run) and the masks.
+func logicalPWD(s *Spec, logical string) string {
+	logical = filepath.Clean(logical)
+	if !filepath.IsAbs(logical) || logical == s.Chdir {
+		return ""
+	}
+	link := ""
+	for p := logical; p != "/"; p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			link = p // the last one met walking up is the first on the way down
+		}
+	}
+	if link == "" || filepath.Dir(link) != mustReal(filepath.Dir(link)) {
+		return ""
+	}
+	target, err := filepath.EvalSymlinks(link)
+	if err != nil || filepath.Join(target, strings.TrimPrefix(logical, link)) != s.Chdir {
+		return "" // more links past the first: not one the jail can show as one
+	}
+	for _, m := range s.Masks {
+		if paths.Within(link, m.Path) {
+			return ""
+		}
+	}
+	if !paths.Within(link, s.Home) {
+		if slices.ContainsFunc(s.Private, func(d string) bool { return paths.Within(link, d) }) {
+			return ""
+		}
+		return logical
+	}
+	shown := false
+	s.eachBind(func(b *Bind, _ bool) {
+		if paths.Within(link, b.Dst) {
+			shown = true // a bound tree shows the host's link
+		}
+	})
+	if !shown {
+		s.Links = append(s.Links, Link{Target: target, Path: link})
+	}
+	return logical
+}
+
+// mustReal is p's real path, or p.
+func mustReal(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
 // pickWorkspace picks and checks the read-write directory.
 func pickWorkspace(l *Launch, home string, shared []string) (string, error) {
 	cwd, err := realDir(l.Cwd, "current directory")
@@ -428,10 +558,10 @@ func pickWorkspace(l *Launch, home string, shared []string) (string, error) {
 	if r := l.Config.WorkspaceRoot; r != "" {
 		ws, err = realDir(r, "workspace_root")
 		if err != nil {
-			return "", fmt.Errorf("%w (fix: correct workspace_root in %s)", err, ConfigPath)
+			return "", fmt.Errorf("%w (fix: correct workspace_root in %s)", err, l.Config.entryFile("workspace_root", r))
 		}
 		if !paths.Within(cwd, ws) {
-			return "", fmt.Errorf("the current directory %s is outside workspace_root %s (fix: cd into %s, or change workspace_root in %s)", cwd, ws, ws, ConfigPath)
+			return "", fmt.Errorf("the current directory %s is outside workspace_root %s (fix: cd %s, or change workspace_root in %s)", cwd, ws, shellQuote(ws), l.Config.entryFile("workspace_root", r))
 		}
 	}
 	if paths.Within(home, ws) {
@@ -457,12 +587,11 @@ const NoWorkspaceDir = "/tmp/cco-no-workspace"
 // sockets live there), or that is the top of a tree shared between
 // projects.
 func refuseTree(p, home, what string, shared []string) error {
-	fix := refusalFix(what)
 	if p == "/" {
-		return fmt.Errorf("refusing the %s /: it would make the whole system writable %s", what, fix)
+		return fmt.Errorf("refusing the %s /: it would make the whole system writable %s", what, refusalFix(what, p, "/", home, false))
 	}
 	if paths.Within(home, p) {
-		return fmt.Errorf("refusing the %s %s: it is the home %s or contains it, and would uncover the home's credentials %s", what, p, home, fix)
+		return fmt.Errorf("refusing the %s %s: it is the home %s or contains it, and would uncover the home's credentials %s", what, p, home, refusalFix(what, p, home, home, false))
 	}
 	trees := append([]string{}, protectedSystem...)
 	for _, h := range protectedHome {
@@ -470,17 +599,17 @@ func refuseTree(p, home, what string, shared []string) error {
 	}
 	for _, t := range trees {
 		if paths.Within(p, t) || paths.Within(t, p) {
-			return fmt.Errorf("refusing the %s %s: it is in or contains the protected tree %s %s", what, p, t, fix)
+			return fmt.Errorf("refusing the %s %s: it is in or contains the protected tree %s %s", what, p, t, refusalFix(what, p, t, home, false))
 		}
 	}
 	for _, t := range shared {
 		if paths.Within(p, t) || paths.Within(t, p) {
-			return fmt.Errorf("refusing the %s %s: it is in or contains %s, a tree shared with other programs and their sockets %s", what, p, t, fix)
+			return fmt.Errorf("refusing the %s %s: it is in or contains %s, a tree shared with other programs and their sockets %s", what, p, t, refusalFix(what, p, t, home, false))
 		}
 	}
 	for _, t := range sharedTops {
 		if p == t {
-			return fmt.Errorf("refusing the %s %s: it is the top of a tree shared between projects (a project below it is fine) %s", what, p, fix)
+			return fmt.Errorf("refusing the %s %s: it is the top of a tree shared between projects (a project below it is fine) %s", what, p, refusalFix(what, p, t, home, true))
 		}
 	}
 	return nil
@@ -503,24 +632,44 @@ func homeTreesApart(home string, toolchains []string) []string {
 // read-write after them, it would make a toolchain writable, or hand the
 // session the host's own cache (~/go/pkg/mod), whose modules the user's go
 // build compiles.
-func refuseOverHomeTrees(p, what string, apart []string) error {
+func refuseOverHomeTrees(p, what string, apart []string, home string) error {
 	for _, t := range apart {
 		if paths.Within(p, t) || paths.Within(t, p) {
-			return fmt.Errorf("refusing the %s %s: it is in or holds %s, which the jail shows read-only or as the agent's own cache, never the host's to write %s", what, p, t, refusalFix(what))
+			return fmt.Errorf("refusing the %s %s: it is in or holds %s, which the jail shows read-only or as the agent's own cache, never the host's to write %s", what, p, t, refusalFix(what, p, t, home, false))
 		}
 	}
 	return nil
 }
 
-// refusalFix is what to do about a refused read-write path, by what it is.
-func refusalFix(what string) string {
+// refusalFix is what to do about the read-write path p, refused for the
+// tree t, by what it is: each works when applied literally
+// (cmd/shadow's TestRefusalFixesWork). A workspace in a refused tree is
+// copied to the home, where it can be one (the message names the tree); one that holds a refused tree
+// (or tops a shared one) gives way to a project below it. workspace_root
+// is no way out: it must hold the current directory, so it would be
+// refused for the same tree.
+func refusalFix(what, p, t, home string, top bool) string {
 	switch what {
 	case "allow_write entry":
-		return "(fix: remove it from allow_write in " + ConfigPath + ")"
+		return "(fix: remove " + p + " from allow_write in " + SystemRoot + ConfigPath + ")"
 	case "git directory":
 		return "(fix: keep the repository's git directory in the project, or launch elsewhere)"
 	}
-	return "(fix: cd into a project directory, or set workspace_root in " + ConfigPath + ")"
+	if top {
+		return "(fix: cd into a project directory below " + p + ", such as " + filepath.Join(p, "<project>") + ")"
+	}
+	if p == t || p == "/" {
+		return "(fix: cd into a project directory, such as " + filepath.Join(home, "src", "<project>") + ")"
+	}
+	if paths.Within(t, p) {
+		return "(fix: cd into a project directory below " + p + " that does not hold " + t + ", such as " + filepath.Join(p, "<project>") + ")"
+	}
+	dest := filepath.Join(home, filepath.Base(p))
+	if _, err := os.Lstat(dest); err == nil || dest == p || paths.Within(dest, t) {
+		dest = filepath.Join(home, "src", filepath.Base(p))
+	}
+	return "(fix: mkdir -p " + shellQuote(filepath.Dir(dest)) +
+		" && cp -a " + shellQuote(p) + " " + shellQuote(dest) + " && cd " + shellQuote(dest) + ")"
 }
 
 // sharedTops are trees whose top holds many projects: a project below one
@@ -617,4 +766,47 @@ func allowedEnv(environ, pass []string) []string {
 		}
 	}
 	return out
+}
+
+// refuseGitLink refuses a repository's .git that is a link. Its fix keeps
+// the repository: the link becomes the gitdir file git itself writes for a
+// separate git directory (git init --separate-git-dir), with the
+// core.worktree that names the checkout back, which the jail follows and
+// protects as a worktree's admin directory.
+func refuseGitLink(g string) error {
+	target, err := filepath.EvalSymlinks(g)
+	if err != nil || !isGitDir(target) {
+		return refuseLink(g) // no repository's admin directory: nothing to keep
+	}
+	checkout := filepath.Dir(g)
+	return fmt.Errorf("%s is a symbolic link to %s, and the jail never binds what a link points to; a gitdir file in its place keeps the repository, which the jail protects (fix: git --git-dir=%s config core.worktree %s && rm %s && echo 'gitdir: %s' > %s)",
+		g, target, shellQuote(target), shellQuote(checkout), shellQuote(g), target, shellQuote(g))
+}
+
+// isGitDir tells a repository's admin directory: a HEAD file and an
+// objects directory.
+func isGitDir(d string) bool {
+	h, err := os.Lstat(filepath.Join(d, "HEAD"))
+	o, oerr := os.Lstat(filepath.Join(d, "objects"))
+	return err == nil && oerr == nil && h.Mode().IsRegular() && o.IsDir()
+}
+
+// shellQuote quotes p for a fix the user pastes into a shell.
+func shellQuote(p string) string {
+	if p != "" && !strings.ContainsAny(p, " \t\n'\"$`\\;&|<>()*?[]{}~#!") {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
+}
+
+// nameBackFix is the fix for a .git file whose directory does not name
+// the checkout back. A separate git directory (git init
+// --separate-git-dir, which modern git writes without core.worktree) is
+// named back by setting core.worktree; a worktree's by git worktree
+// repair. rm is no fix: it would cut the checkout from its repository.
+func nameBackFix(g, d string) string {
+	if _, err := os.Lstat(filepath.Join(d, "commondir")); isGitDir(d) && err != nil {
+		return fmt.Sprintf("(fix: git --git-dir=%s config core.worktree %s)", shellQuote(d), shellQuote(filepath.Dir(g)))
+	}
+	return "(fix: git worktree repair " + shellQuote(filepath.Dir(g)) + ", run in the main checkout)"
 }

@@ -41,7 +41,7 @@ func TestWorkspaceRefusals(t *testing.T) {
 		{cwd: f.ws, cfg: Config{AllowWrite: []string{filepath.Dir(f.home)}}, want: "refusing the allow_write entry"},
 		{cwd: f.ws, cfg: Config{AllowWrite: []string{"/"}}, want: "refusing the allow_write entry /: it would make the whole system writable"},
 		{cwd: f.ws, cfg: Config{AllowWrite: []string{f.home}}, want: "refusing the allow_write entry " + f.home + ": it is the home"},
-		{cwd: f.ws, cfg: Config{AllowWrite: []string{"/etc/cco"}}, want: "remove it from allow_write"},
+		{cwd: f.ws, cfg: Config{AllowWrite: []string{"/etc/cco"}}, want: "remove /etc/cco from allow_write"},
 	} {
 		_, _, err := Plan(&Launch{Profile: p, Config: &tc.cfg, Home: f.home, Cwd: tc.cwd})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "fix") {

@@ -85,7 +85,7 @@ func TestGitconfigLinkedIdentity(t *testing.T) {
 func TestCarryOverCap(t *testing.T) {
 	f := newFixture(t)
 	testenv.Must(t, os.WriteFile(f.home+"/.claude.json", make([]byte, saferead.MaxStateFile+1), 0o600))
-	err := carryOver(f.home+"/.claude.json", f.home+"/.claude/.claude.json")
+	err := carryOver(trees{}, f.home, f.home+"/.claude.json", f.home+"/.claude/.claude.json")
 	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(saferead.MaxStateFile)) {
 		t.Errorf("carryOver of an oversized file: %v", err)
 	}

@@ -7,9 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
+	"github.com/cco-dev/cco/agent"
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/saferead"
 	"github.com/cco-dev/cco/sandbox/trust"
@@ -52,6 +56,14 @@ type Session struct {
 func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 	s := &Session{home: home}
 	s.rec = record{PID: os.Getpid(), Start: procStart(os.Getpid()), Runtime: runtime}
+	// No mount point of this jail may lie where another live jail could
+	// swap it for a link while bwrap resolves it by name: that launch is
+	// refused before anything is made.
+	if err := raced(home, pr.MountPoints); err != nil {
+		return nil, err
+	}
+	t := trees{}
+	defer t.close()
 	// Dead launches' placeholders are taken over, not removed here: this
 	// launch's plan may already rely on them (it saw them as existing
 	// files); they go when this session, or the last one live, ends.
@@ -66,11 +78,11 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 		return nil, err
 	}
 	pr.Notes = append(pr.Notes, notes...)
-	if err := makeStandIns(pr.StandIns); err != nil {
+	if err := makeStandIns(t, pr.StandIns); err != nil {
 		return nil, err
 	}
 	for _, c := range pr.CarryOver {
-		if err := carryOver(c[0], c[1]); err != nil {
+		if err := carryOver(t, home, c[0], c[1]); err != nil {
 			return nil, err
 		}
 	}
@@ -81,11 +93,12 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 	s.recPath = filepath.Join(dir, strconv.Itoa(s.rec.PID)+".json")
 	adopted := len(s.rec.Placeholders)
 	for _, ph := range pr.Placeholders {
-		s.rec.Placeholders = append(s.rec.Placeholders, placeholder{Path: ph.Path, Dir: ph.Dir, Data: ph.Data})
+		s.rec.Placeholders = append(s.rec.Placeholders, placeholder{Path: ph.Path, Root: ph.Root, Dir: ph.Dir, Data: ph.Data})
 	}
-	// A launch that Register did not record, with no placeholder and no
-	// runtime directory, has nothing to undo: it writes no record.
-	if _, err := os.Lstat(s.recPath); err != nil && len(s.rec.Placeholders) == 0 && runtime == "" {
+	// A launch with no placeholder, no runtime directory and no mount
+	// point in a tree its jail writes has nothing to undo and nothing
+	// another launch must know of: it writes no record.
+	if _, err := os.Lstat(s.recPath); err != nil && len(s.rec.Placeholders) == 0 && runtime == "" && len(pr.Writable) == 0 {
 		s.watch(pr)
 		return s, nil
 	}
@@ -95,18 +108,20 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 	if err := s.writeRecord(); err != nil {
 		return nil, err
 	}
-	if len(pr.Placeholders) > 0 {
-		for i := adopted; i < len(s.rec.Placeholders); i++ {
-			ph := &s.rec.Placeholders[i]
-			if err := createPlaceholder(home, ph); err != nil {
-				s.finish()
-				return nil, err
-			}
-		}
-		if err := s.writeRecord(); err != nil {
+	for i := adopted; i < len(s.rec.Placeholders); i++ {
+		ph := &s.rec.Placeholders[i]
+		if err := createPlaceholder(home, t, ph); err != nil {
 			s.finish()
 			return nil, err
 		}
+	}
+	pr.AgentDirs = withPlaceholderDirs(pr, s.rec.Placeholders[adopted:])
+	// What this jail will hold as mount points, now that they exist: a
+	// launch that comes while it lives checks its own against them.
+	s.rec.Writable, s.rec.Pinned, s.rec.Sealed = pr.Writable, pins(pr.MountPoints, pr.Writable), pr.Sealed
+	if err := s.writeRecord(); err != nil {
+		s.finish()
+		return nil, err
 	}
 	s.watch(pr)
 	return s, nil
@@ -137,15 +152,29 @@ func (s *Session) finish() {
 		s.writeRecord()
 		return
 	}
-	undo(&s.rec)
+	// The last one out removes its placeholders with those of the dead
+	// launches, as one set: a directory one made is removed after the
+	// files another made in it.
+	recs := []*record{&s.rec}
+	var paths []string
+	for _, r := range records(s.home) {
+		if r.rec.PID != s.rec.PID && !live(r.rec) {
+			recs = append(recs, &r.rec)
+			paths = append(paths, r.path)
+		}
+	}
+	undo(recs...)
 	os.Remove(s.recPath)
-	CleanStale(s.home)
+	for _, p := range paths {
+		os.Remove(p)
+	}
 }
 
 // carryOver copies from to to once, as the invoking user, keeping from.
 // from is read through saferead.ReadCapped: a link, a FIFO, a device or a file
-// over the cap is refused with the fix, and nothing is written.
-func carryOver(from, to string) error {
+// over the cap is refused with the fix, and nothing is written. to is made
+// beneath the home (package beneath).
+func carryOver(t trees, home, from, to string) error {
 	if _, err := os.Lstat(to); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -160,14 +189,45 @@ func carryOver(from, to string) error {
 		return fmt.Errorf("carrying %s over to %s: %v (fix: make %s a regular file of at most %d MiB, or copy it to %s yourself)",
 			from, to, err, from, saferead.MaxStateFile>>20, to)
 	}
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	d, err := t.open(home)
+	if err == nil {
+		_, err = d.Create(to, b, 0o600)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
 	if err != nil {
-		return fmt.Errorf("carrying %s over to %s: %w", from, to, err)
+		return fmt.Errorf("carrying %s over to %s: %w", from, to, noLink(err))
 	}
-	if _, err := dst.Write(b); err != nil {
-		dst.Close()
-		os.Remove(to)
-		return fmt.Errorf("carrying %s over to %s: %w", from, to, err)
-	}
-	return dst.Close()
+	return nil
 }
+
+// withPlaceholderDirs is pr.AgentDirs with each directory below the
+// workspace's top that holds an agent's config name only because this
+// launch made a placeholder there (.opencode/opencode.json): the audit's
+// snapshot at launch then has the placeholder, which the session cannot
+// change, and never reports it as the session's.
+func withPlaceholderDirs(pr *Prep, made []placeholder) []string {
+	out := pr.AgentDirs
+	for _, ph := range made {
+		d := filepath.Dir(ph.Path)
+		if pr.Workspace == "" || d == pr.Workspace || !paths.Within(d, pr.Workspace) || slices.Contains(out, d) {
+			continue
+		}
+		if agentConfigName[filepath.Base(ph.Path)] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// agentConfigName are the first path elements of every agent's project
+// config (.claude, opencode.json, ...), as the audit's walk knows them.
+var agentConfigName = func() map[string]bool {
+	out := map[string]bool{}
+	for _, rel := range append(agent.WorkspaceDirs(), agent.WorkspaceReadOnly()...) {
+		first, _, _ := strings.Cut(rel, "/")
+		out[first] = true
+	}
+	return out
+}()

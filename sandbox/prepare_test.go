@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,11 +181,12 @@ func TestRecordsKeepTheLock(t *testing.T) {
 	}
 }
 
-// TestQuietLaunchWritesNoRecord: with no record in the home and nothing to
-// make, a launch writes nothing to the registry; once another launch has a
-// record, the next one registers (its plan may bind that one's
-// placeholders).
-func TestQuietLaunchWritesNoRecord(t *testing.T) {
+// TestLaunchRecordsItsMountPoints: with no record in the home and nothing to
+// make, a launch still records, while it lives, the mount points its jail
+// holds in the trees it writes (the next launch checks its own against
+// them), and leaves no record after it; once another launch has a record,
+// the next one registers (its plan may bind that one's placeholders).
+func TestLaunchRecordsItsMountPoints(t *testing.T) {
 	f := newFixture(t)
 	testenv.Must(t, os.WriteFile(f.ws+"/.claude/settings.local.json", []byte("{}"), 0o644))
 	unlock, err := LockRegistry(f.home)
@@ -199,10 +201,21 @@ func TestQuietLaunchWritesNoRecord(t *testing.T) {
 	}
 	s, err := Prepare(f.home, "", pr)
 	testenv.Must(t, err)
-	if recs, _ := filepath.Glob(filepath.Join(registryDir(f.home), "*.json")); len(recs) != 0 {
-		t.Errorf("a quiet launch wrote records %v", recs)
+	recs, _ := filepath.Glob(filepath.Join(registryDir(f.home), "*.json"))
+	if len(recs) != 1 {
+		t.Fatalf("records while the launch lives: %v, want its own", recs)
+	}
+	b, err := os.ReadFile(recs[0])
+	testenv.Must(t, err)
+	var r record
+	testenv.Must(t, json.Unmarshal(b, &r))
+	if !slices.Contains(r.Writable, f.ws) || !slices.ContainsFunc(r.Pinned, func(p pin) bool { return p.Path == f.ws+"/.git/config" }) {
+		t.Errorf("the record holds writable %v and pins %v, want the workspace and its .git/config", r.Writable, r.Pinned)
 	}
 	s.Finish()
+	if recs, _ := filepath.Glob(filepath.Join(registryDir(f.home), "*.json")); len(recs) != 0 {
+		t.Errorf("records outlived the launch: %v", recs)
+	}
 	// Another launch's record (here a dead one's): registering is then due.
 	c := exec.Command("true")
 	testenv.Must(t, c.Run())

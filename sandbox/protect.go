@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/paths"
@@ -63,11 +64,18 @@ type planner struct {
 	// shared are the scratch and runtime trees (sharedTrees).
 	shared []string
 	seen   map[string]bool
+	// roDir are the existing directories bound read-only.
+	roDir map[string]bool
 }
 
 // protectWorkspace protects the workspace's repositories (its own and the
 // nested ones FindRepos lists) and the agents' directories in it.
 func (pl *planner) protectWorkspace() error {
+	return pl.racedOr(pl.protectWorkspaceTree())
+}
+
+// protectWorkspaceTree is protectWorkspace, its refusals as found.
+func (pl *planner) protectWorkspaceTree() error {
 	for _, d := range agent.WorkspaceDirs() {
 		if err := pl.agentParents(filepath.Join(pl.ws, d)); err != nil {
 			return err
@@ -125,8 +133,14 @@ func standIn(rel string) string {
 // agent that writes there at start (scratch), an empty in-memory one that
 // is gone with the session.
 func (pl *planner) agentDir(d string, scratch bool) error {
-	if missing, err := pl.pinDir(d); err != nil || !missing {
-		return err
+	// An empty directory that another launch made as its placeholder is
+	// planned as that launch planned it, as missing: this jail then shows
+	// what that one shows, and makes nothing in it that the other
+	// session's audit would find.
+	if !pl.othersPlaceholder(d) {
+		if missing, err := pl.pinDir(d); err != nil || !missing {
+			return err
+		}
 	}
 	if scratch && pl.writable(d) && !pl.seen[d] {
 		pl.seen[d] = true
@@ -194,8 +208,13 @@ func (pl *planner) agentParents(p string) error {
 
 // refuseLink is the refusal of a protected name that is a link: binding
 // its target would bind whatever the link's author chose.
-func refuseLink(p string) error {
-	return fmt.Errorf("%s is a symbolic link, and the jail never binds what a link points to (fix: rm %s)", p, p)
+func refuseLink(p string) error { return &linkError{path: p} }
+
+// linkError is a protected name that is a link.
+type linkError struct{ path string }
+
+func (e *linkError) Error() string {
+	return fmt.Sprintf("%s is a symbolic link, and the jail never binds what a link points to (fix: rm %s)", e.path, e.path)
 }
 
 // tree binds d onto itself, read-write.
@@ -219,6 +238,9 @@ func (pl *planner) readOnly(p string, g guarded) error {
 		return nil
 	}
 	pl.seen[p] = true
+	if pl.masked(p) {
+		return nil // an empty tmpfs of the jail's covers it
+	}
 	fi, err := os.Lstat(p)
 	switch {
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
@@ -226,6 +248,9 @@ func (pl *planner) readOnly(p string, g guarded) error {
 	case err == nil:
 		pl.s.ReadOnly = append(pl.s.ReadOnly, Bind{Src: p, Dst: p})
 		pl.pr.Protected = append(pl.pr.Protected, p)
+		if fi.IsDir() {
+			pl.roDir[p] = true
+		}
 		return nil
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errNotDir):
 	default:
@@ -258,7 +283,7 @@ func (pl *planner) repo(g string) error {
 		return nil // gone since it was listed
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return refuseLink(g)
+		return refuseGitLink(g)
 	}
 	if fi.IsDir() {
 		return pl.gitDir(g, g)
@@ -333,7 +358,7 @@ func adminDir(g string) (string, error) {
 			return d, nil
 		}
 	}
-	return "", fmt.Errorf("%s names %s, which does not name this checkout back (fix: git worktree repair, or rm %s)", g, d, g)
+	return "", fmt.Errorf("%s names %s, which does not name this checkout back %s", g, d, nameBackFix(g, d))
 }
 
 // commonDir is a git directory's common directory: its commondir file's
@@ -493,4 +518,174 @@ func (pl *planner) protectIfWritable(p string, g guarded) error {
 		return nil
 	}
 	return pl.readOnly(p, g)
+}
+
+// seal finishes the Prep from the Spec as planned: each placeholder's and
+// stand-in's tree top (the outermost tree the launch knows that holds it,
+// so that every directory on its way is resolved beneath a descriptor),
+// and the mount points and writable trees the registry records.
+func (pl *planner) seal() {
+	tops := []string{pl.home}
+	if pl.ws != "" {
+		tops = append(tops, pl.ws)
+	}
+	tops = append(tops, pl.hostBound...)
+	top := func(p string) string {
+		best := ""
+		for _, t := range tops {
+			if t != p && paths.Within(p, t) && (best == "" || len(t) < len(best)) {
+				best = t
+			}
+		}
+		return best
+	}
+	pl.pinWays()
+	pl.excludes()
+	for i := range pl.pr.Placeholders {
+		pl.pr.Placeholders[i].Root = top(pl.pr.Placeholders[i].Path)
+	}
+	for i := range pl.pr.StandIns {
+		pl.pr.StandIns[i].Root = top(pl.pr.StandIns[i].Path)
+	}
+	pl.pr.MountPoints = pl.s.HostMountPoints()
+	pl.pr.Writable = pl.s.WritableTrees()
+	pl.pr.Sealed = pl.s.SealedMountPoints()
+	pl.pr.Workspace = pl.ws
+}
+
+// pinWays binds onto itself every directory on the way to a mount point
+// in the workspace, or in a tree outside it that the jail writes (a linked
+// worktree's common directory): a nested repository's a/b for
+// a/b/.git/config, a submodule's modules/<name>, worktrees/<name>. As a
+// mount point, the session cannot rename it or swap it for a link, so a
+// launch that comes while it lives finds the way to each of its own mount
+// points as this one made it (raced). Parents come before what they hold:
+// Trees are ordered by depth.
+func (pl *planner) pinWays() {
+	if pl.ws == "" {
+		return
+	}
+	tops := []string{pl.ws}
+	have := map[string]bool{pl.ws: true}
+	for _, b := range pl.s.Trees {
+		have[b.Dst] = true
+		if !paths.Within(b.Dst, pl.ws) && !under(b.Dst, tops) {
+			tops = append(tops, b.Dst)
+		}
+	}
+	var dsts []string
+	for _, b := range pl.s.Trees {
+		dsts = append(dsts, b.Dst)
+	}
+	for _, b := range pl.s.ReadOnly {
+		dsts = append(dsts, b.Dst)
+	}
+	for _, m := range pl.s.Masks {
+		dsts = append(dsts, m.Path)
+	}
+	added := false
+	for _, dst := range dsts {
+		top := ""
+		for _, t := range tops {
+			if t != dst && paths.Within(dst, t) {
+				top = t
+				break
+			}
+		}
+		if top == "" {
+			continue
+		}
+		for c := filepath.Dir(dst); c != top && paths.Within(c, top); c = filepath.Dir(c) {
+			if have[c] {
+				continue
+			}
+			have[c] = true
+			if fi, err := os.Lstat(c); err == nil && fi.IsDir() {
+				pl.s.Trees = append(pl.s.Trees, Bind{Src: c, Dst: c})
+				pl.pr.Protected = append(pl.pr.Protected, c)
+				added = true
+			}
+		}
+	}
+	if added {
+		slices.SortStableFunc(pl.s.Trees, func(a, b Bind) int {
+			return strings.Count(a.Dst, "/") - strings.Count(b.Dst, "/")
+		})
+	}
+}
+
+// othersPlaceholder reports whether d is an empty directory that a record
+// in the home lists as a placeholder.
+func (pl *planner) othersPlaceholder(d string) bool {
+	var st syscall.Stat_t
+	if syscall.Lstat(d, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return false
+	}
+	if ents, err := os.ReadDir(d); err != nil || len(ents) > 0 {
+		return false
+	}
+	return listed(pl.home, d, uint64(st.Dev), st.Ino)
+}
+
+// masked reports whether p lies below a tmpfs the plan puts over a
+// directory, or below a directory it binds read-only: the jail cannot
+// create p, so it needs no placeholder.
+func (pl *planner) masked(p string) bool {
+	for _, m := range pl.s.Masks {
+		if m.Kind != MaskFile && m.Path != p && paths.Within(p, m.Path) {
+			return true
+		}
+	}
+	for _, b := range pl.s.ReadOnly {
+		if b.Dst != p && paths.Within(p, b.Dst) && (b.EmptyDir || b.Src != "" && pl.roDir[b.Dst]) {
+			return true
+		}
+	}
+	return false
+}
+
+// racedOr is err, or, when err refuses a link that another live session
+// could have put there for the moment (a path it writes and did not hold
+// at its start), the refusal that says so: the fix is then to wait, not to
+// remove the link.
+func (pl *planner) racedOr(err error) error {
+	var le *linkError
+	if !errors.As(err, &le) {
+		return err
+	}
+	if r := racedAt(pl.home, le.path); r != nil {
+		return r
+	}
+	return err
+}
+
+// excludes gives the jail's git an excludes file of the jail's own (merged
+// with the user's), which names every stand-in and scratch directory the
+// jail shows in the workspace: git status there lists none of them and
+// git add -A stages none. The gitconfig the jail shows names it.
+func (pl *planner) excludes() {
+	gc := slices.IndexFunc(pl.s.HomeReadOnly, func(b Bind) bool { return b.Dst == filepath.Join(pl.home, ".gitconfig") && b.isData() })
+	at := filepath.Join(pl.home, gitExcludesRel)
+	if gc < 0 || hostPath(pl.s.layers(), at) != "" {
+		return // no curated gitconfig, or the place is the host's
+	}
+	var shown []shownName
+	if pl.ws != "" {
+		for _, b := range pl.s.ReadOnly {
+			if b.isData() && paths.Within(b.Dst, pl.ws) {
+				shown = append(shown, shownName{path: b.Dst})
+			}
+		}
+		for _, m := range pl.s.Masks {
+			if m.Kind == MaskTmpfs && paths.Within(m.Path, pl.ws) && slices.ContainsFunc(pl.pr.Placeholders, func(ph Placeholder) bool { return ph.Path == m.Path }) {
+				shown = append(shown, shownName{path: m.Path, dir: true})
+			}
+		}
+	}
+	data := gitExcludes(pl.home, shown)
+	if data == "" {
+		return
+	}
+	pl.s.HomeReadOnly[gc].Data = withExcludes(pl.s.HomeReadOnly[gc].Data, at)
+	pl.s.HomeReadOnly = append(pl.s.HomeReadOnly, Bind{Dst: at, Data: []byte(data)})
 }

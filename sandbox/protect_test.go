@@ -47,7 +47,7 @@ func TestProtectLinkedWorktree(t *testing.T) {
 		}
 	}
 	// The main repository's missing commondir gets a placeholder holding ".".
-	if !slices.Contains(pr.Placeholders, Placeholder{Path: main + "/.git/commondir", Data: ".\n"}) {
+	if !slices.Contains(noRoots(pr.Placeholders), Placeholder{Path: main + "/.git/commondir", Data: ".\n"}) {
 		t.Errorf("placeholders %v lack %s/.git/commondir", pr.Placeholders, main)
 	}
 }
@@ -100,7 +100,7 @@ func TestProtectHooksPathAndIncludes(t *testing.T) {
 	_, pr, c := planIn(t, f, f.ws)
 	c.has("--ro-bind", f.ws+"/tools/hooks", f.ws+"/tools/hooks")
 	// The included file does not exist yet: a placeholder keeps it so.
-	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.ws + "/shared.gitconfig"}) {
+	if !slices.Contains(noRoots(pr.Placeholders), Placeholder{Path: f.ws + "/shared.gitconfig"}) {
 		t.Errorf("placeholders %v lack the included file", pr.Placeholders)
 	}
 }
@@ -206,9 +206,52 @@ func TestNestedAgentNameWithoutItsParent(t *testing.T) {
 	f := newFixture(t)
 	testenv.Must(t, os.RemoveAll(f.ws+"/.github"))
 	_, pr, c := planIn(t, f, f.ws)
-	if !slices.Contains(pr.Placeholders, Placeholder{Path: f.ws + "/.github", Dir: true}) {
+	if !slices.Contains(noRoots(pr.Placeholders), Placeholder{Path: f.ws + "/.github", Dir: true}) {
 		t.Errorf("placeholders %v lack .github", pr.Placeholders)
 	}
 	c.order(m("--bind", f.ws+"/.github", f.ws+"/.github"), m("--tmpfs", f.ws+"/.github/hooks", "--remount-ro", f.ws+"/.github/hooks"))
 	c.lacks("--tmpfs", f.ws+"/.github", "--remount-ro", f.ws+"/.github")
+}
+
+// noRoots is phs without their tree tops, for comparing with what a test
+// expects.
+func noRoots(phs []Placeholder) []Placeholder {
+	out := make([]Placeholder, len(phs))
+	for i, ph := range phs {
+		ph.Root = ""
+		out[i] = ph
+	}
+	return out
+}
+
+// TestMountPointsBeneath: every mount point in a tree the jail writes is
+// named by that tree's top and the name below it, the outermost tree that
+// holds it; a mount point in the jail's own tmpfs (the home's) is none.
+func TestMountPointsBeneath(t *testing.T) {
+	f := newFixture(t)
+	testenv.Must(t, os.MkdirAll(f.ws+"/a/nested/.git", 0o700))
+	p, _ := agent.Lookup("codex")
+	s, _, err := Plan(&Launch{Profile: p, Config: &Config{}, Home: f.home, Cwd: f.ws})
+	testenv.Must(t, err)
+	got := map[string]MountPoint{}
+	for _, mp := range s.MountPointsBeneath() {
+		got[mp.Dst] = mp
+	}
+	for dst, want := range map[string]MountPoint{
+		f.ws + "/.git/config":          {Top: f.ws, Rel: ".git/config"},
+		f.ws + "/a":                    {Top: f.ws, Rel: "a"},
+		f.ws + "/a/nested/.git/config": {Top: f.ws, Rel: "a/nested/.git/config"},
+		f.home + "/.codex/packages":    {Top: f.home + "/.codex", Rel: "packages"},
+	} {
+		want.Dst = dst
+		if got[dst] != want {
+			t.Errorf("%s: %+v, want %+v", dst, got[dst], want)
+		}
+	}
+	if mp, ok := got[f.home+"/.gitconfig"]; ok {
+		t.Errorf("the jail's own gitconfig is a host mount point: %+v", mp)
+	}
+	if mp, ok := got[f.ws]; ok {
+		t.Errorf("the workspace is below a tree it writes: %+v", mp)
+	}
 }

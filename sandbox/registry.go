@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/saferead"
 )
 
@@ -27,6 +29,123 @@ type record struct {
 	Start        string        `json:"start"`
 	Runtime      string        `json:"runtime"`
 	Placeholders []placeholder `json:"placeholders,omitempty"`
+	// Writable are the host trees the launch's jail writes, and Pinned
+	// its mount points in them as made: a name there that is not pinned
+	// is one the jail can rename, or swap for a link, while another
+	// launch is being built.
+	Writable []string `json:"writable,omitempty"`
+	Pinned   []pin    `json:"pinned,omitempty"`
+	// Sealed are the pinned mount points below which the jail cannot
+	// change the host (read-only directories, masks).
+	Sealed []string `json:"sealed,omitempty"`
+}
+
+// pin is a mount point of a live jail in a tree it writes: that jail
+// cannot rename or remove it (EBUSY) while it lives.
+type pin struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+}
+
+// pins are the mount points among mps that lie in the trees writable, as
+// they are now (the tops themselves among them).
+func pins(mps, writable []string) []pin {
+	var out []pin
+	add := func(p string) {
+		var st syscall.Stat_t
+		if syscall.Lstat(p, &st) == nil {
+			out = append(out, pin{Path: p, Dev: uint64(st.Dev), Ino: st.Ino})
+		}
+	}
+	for _, w := range writable {
+		add(w)
+	}
+	for _, p := range mps {
+		if under(p, writable) && !slices.Contains(writable, p) {
+			add(p)
+		}
+	}
+	return out
+}
+
+// pinned reports whether p is, now, one of a record's pins.
+func (r *record) pinned(p string) bool {
+	var st syscall.Stat_t
+	if syscall.Lstat(p, &st) != nil {
+		return false
+	}
+	for _, x := range r.Pinned {
+		if x.Path == p && x.Dev == uint64(st.Dev) && x.Ino == st.Ino {
+			return true
+		}
+	}
+	return false
+}
+
+// errRaced is the refusal of a launch whose mount point another live jail
+// could swap while bwrap builds this one.
+type errRaced struct {
+	path, mountPoint string
+	pid              int
+}
+
+func (e *errRaced) Error() string {
+	what := e.path + ", on the way to the mount point " + e.mountPoint + ","
+	if e.path == e.mountPoint {
+		what = "the mount point " + e.path
+	}
+	return fmt.Sprintf("%s lies in a tree that the running session %d writes, and that session's jail does not hold it as a mount point (it was made or changed after that session started), "+
+		"so that session could swap it for a link while bubblewrap builds this jail (fix: launch again once session %d has ended, or launch from a directory that does not hold %s)", what, e.pid, e.pid, e.path)
+}
+
+// raced checks a launch's mount points against every other live session
+// of the home: each directory from the top of a tree that session writes
+// down to the mount point, and the mount point itself, must be a mount
+// point of that session's jail (it cannot rename it), else bwrap, which
+// resolves each by name, could be led through a link out of the tree
+// (docs/adr/0120-mount-points-on-descriptors.md). The caller holds
+// LockRegistry.
+func raced(home string, mps []string) error {
+	for _, rf := range records(home) {
+		r := rf.rec
+		if r.PID == os.Getpid() || len(r.Writable) == 0 || !live(r) {
+			continue
+		}
+		for _, mp := range mps {
+			if c := r.unpinned(mp); c != "" {
+				return &errRaced{path: c, mountPoint: mp, pid: r.PID}
+			}
+		}
+	}
+	return nil
+}
+
+// racedAt is raced for the one path p.
+func racedAt(home, p string) error { return raced(home, []string{p}) }
+
+// unpinned is a name on the way to p, from the top of a tree the record's
+// jail writes, that the jail could rename or swap (p itself included), or
+// "": every one is a mount point of that jail. Below a mount point of its
+// that seals the host from it (a read-only directory, a mask) only the way
+// to that mount point counts.
+func (r *record) unpinned(p string) string {
+	for _, s := range r.Sealed {
+		if s != p && paths.Within(p, s) && r.pinned(s) && len(s) < len(p) {
+			p = s
+		}
+	}
+	for _, top := range r.Writable {
+		if p == top || !paths.Within(p, top) {
+			continue
+		}
+		for c := p; c != top && c != "/"; c = filepath.Dir(c) {
+			if !r.pinned(c) {
+				return c
+			}
+		}
+	}
+	return ""
 }
 
 func (s *Session) writeRecord() error {
@@ -191,7 +310,9 @@ func CleanStale(home string) {
 			anyLive = true
 		}
 	}
-	for _, r := range recs {
+	var dead []*record
+	for i := range recs {
+		r := &recs[i]
 		if r.rec.PID == os.Getpid() || live(r.rec) {
 			continue
 		}
@@ -201,8 +322,16 @@ func CleanStale(home string) {
 			}
 			continue
 		}
-		undo(&r.rec)
-		os.Remove(r.path)
+		dead = append(dead, &r.rec)
+	}
+	if anyLive {
+		return
+	}
+	undo(dead...)
+	for _, r := range recs {
+		if r.rec.PID != os.Getpid() && !live(r.rec) {
+			os.Remove(r.path)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@
 package sandbox
 
 import (
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,8 +112,12 @@ type Spec struct {
 	HomeReadOnly []Bind
 	// Writable are extra read-write binds (allow_write, forge token dirs).
 	Writable []Bind
-	// Workspace is bound read-write.
+	// Workspace is bound read-write, or read-only with WorkspaceReadOnly.
 	Workspace string
+	// WorkspaceReadOnly binds the workspace read-only (a read-only mount,
+	// or the agent's read-only mode): nothing is protected in it, since
+	// nothing there can change.
+	WorkspaceReadOnly bool
 	// workspace is Workspace as a Bind, for eachBind.
 	workspace Bind
 	// Trees are read-write binds of directories onto themselves after the
@@ -153,6 +158,9 @@ type Spec struct {
 	// Marker is the jail marker's content, bound read-only at MarkerPath,
 	// last (from a descriptor: nothing of it is on the host).
 	Marker []byte
+	// EtcProfile, when set, is the jail's /etc/profile (loginProfile),
+	// bound read-only after the marker.
+	EtcProfile []byte
 	// Chdir is the working directory inside.
 	Chdir string
 	// Command is what bwrap runs.
@@ -345,6 +353,9 @@ func (s *Spec) argv(d donor) []string {
 	if s.Marker != nil {
 		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(s.Marker)), MarkerPath)
 	}
+	if s.EtcProfile != nil {
+		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(s.EtcProfile)), "/etc/profile")
+	}
 	if s.Chdir != "" {
 		a = append(a, "--chdir", s.Chdir)
 	}
@@ -435,7 +446,7 @@ func (s *Spec) eachBind(f func(b *Bind, rw bool)) {
 	each(s.Writable, true)
 	if s.Workspace != "" {
 		s.workspace.Src, s.workspace.Dst = s.Workspace, s.Workspace
-		f(&s.workspace, true)
+		f(&s.workspace, !s.WorkspaceReadOnly)
 	}
 	each(s.Trees, true)
 	each(s.ReadOnly, false)
@@ -453,6 +464,164 @@ func DataFiles(s *Spec) [][]byte {
 	})
 	if s.Marker != nil {
 		out = append(out, s.Marker)
+	}
+	if s.EtcProfile != nil {
+		out = append(out, s.EtcProfile)
+	}
+	return out
+}
+
+// layer is one mount of the jail as the mount points below it see it: a
+// bind from the host tree src, or a tmpfs (src "").
+type layer struct{ dst, src string }
+
+// layers are the jail's mounts that hold other mount points, the host's
+// root first.
+func (s *Spec) layers() []layer {
+	out := []layer{{"/", "/"}}
+	for _, p := range s.Private {
+		out = append(out, layer{dst: p})
+	}
+	if s.Home != "" {
+		out = append(out, layer{dst: s.Home})
+	}
+	s.eachBind(func(b *Bind, _ bool) {
+		switch {
+		case b.Src == "" && b.EmptyDir:
+			out = append(out, layer{dst: b.Dst})
+		case b.Src != "" && !b.System:
+			out = append(out, layer{dst: b.Dst, src: b.Src})
+		}
+	})
+	for _, m := range s.Masks {
+		if m.Kind != MaskFile {
+			out = append(out, layer{dst: m.Path})
+		}
+	}
+	for _, d := range s.Scratch {
+		out = append(out, layer{dst: d})
+	}
+	return out
+}
+
+// hostPath is where on the host bwrap resolves the jail path p, through
+// the deepest mount that holds it (one planned before p's own), or "" when
+// that mount is a tmpfs of the jail's: nothing of the host is on the way.
+func hostPath(ls []layer, p string) string {
+	best := -1
+	for i, l := range ls {
+		if l.dst != p && paths.Within(p, l.dst) && (best < 0 || len(l.dst) >= len(ls[best].dst)) {
+			best = i
+		}
+	}
+	if best < 0 || ls[best].src == "" {
+		return ""
+	}
+	l := ls[best]
+	if l.dst == "/" {
+		return p
+	}
+	return l.src + p[len(l.dst):]
+}
+
+// HostMountPoints are the host paths of every name bwrap resolves on the
+// host to mount onto (the binds' destinations, the masks), in order,
+// each once.
+func (s *Spec) HostMountPoints() []string {
+	ls := s.layers()
+	var out []string
+	add := func(p string) {
+		if h := hostPath(ls, p); h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	s.eachBind(func(b *Bind, _ bool) { add(b.Dst) })
+	for _, m := range s.Masks {
+		add(m.Path)
+	}
+	return out
+}
+
+// SealedMountPoints are the host paths of the mount points below which the
+// jail cannot change the host: a read-only directory, an empty directory,
+// a tmpfs mask.
+func (s *Spec) SealedMountPoints() []string {
+	ls := s.layers()
+	var out []string
+	add := func(p string) {
+		if h := hostPath(ls, p); h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	s.eachBind(func(b *Bind, rw bool) {
+		if rw || b.isData() {
+			return
+		}
+		if b.EmptyDir {
+			add(b.Dst)
+		} else if fi, err := os.Lstat(b.Src); err == nil && fi.IsDir() {
+			add(b.Dst)
+		}
+	})
+	for _, m := range s.Masks {
+		if m.Kind != MaskFile {
+			add(m.Path)
+		}
+	}
+	return out
+}
+
+// WritableTrees are the host trees the jail binds read-write.
+func (s *Spec) WritableTrees() []string {
+	var out []string
+	s.eachBind(func(b *Bind, rw bool) {
+		if rw && b.Src != "" && !b.System && !slices.Contains(out, b.Src) {
+			out = append(out, b.Src)
+		}
+	})
+	return out
+}
+
+// MountPoint is a name the jail mounts onto in a host tree its session
+// can write: Dst in the jail, and on the host Rel below Top, the outermost
+// such tree that holds it. An engine that mounts through descriptors opens
+// Top once (package beneath) and resolves Rel beneath it, never by path;
+// the placeholders are made the same way.
+type MountPoint struct {
+	Dst, Top, Rel string
+}
+
+// MountPointsBeneath are the Spec's mount points in host trees the jail
+// writes, in Argv's order, each once.
+func (s *Spec) MountPointsBeneath() []MountPoint {
+	ls := s.layers()
+	rw := s.WritableTrees()
+	var out []MountPoint
+	seen := map[string]bool{}
+	add := func(dst string) {
+		h := hostPath(ls, dst)
+		if h == "" || seen[dst] {
+			return
+		}
+		top := ""
+		for _, t := range rw {
+			if t != h && paths.Within(h, t) && (top == "" || len(t) < len(top)) {
+				top = t
+			}
+		}
+		if top == "" {
+			return
+		}
+		seen[dst] = true
+		rel := h[len(top):]
+		if top != "/" {
+			rel = rel[1:]
+		}
+		out = append(out, MountPoint{Dst: dst, Top: top, Rel: rel})
+	}
+	s.eachBind(func(b *Bind, _ bool) { add(b.Dst) })
+	for _, m := range s.Masks {
+		add(m.Path)
 	}
 	return out
 }

@@ -85,6 +85,7 @@ func Start(l *Launch) (*Session, error) {
 	if l.Messages == nil {
 		l.Messages = safetext.Writer{W: l.Stderr}
 	}
+	userLayer := l.Config == nil
 	if l.Config == nil {
 		cfg, err := LoadConfig(SystemRoot + ConfigPath)
 		if err != nil {
@@ -109,6 +110,12 @@ func Start(l *Launch) (*Session, error) {
 			return nil, cannotBuild(err)
 		}
 		l.Home, l.User, l.UID = home, name, os.Getuid()
+	}
+	resolveHome(l)
+	if userLayer {
+		if err := applyUserLayer(l); err != nil {
+			return nil, cannotBuild(err)
+		}
 	}
 	if l.Environ == nil {
 		l.Environ = os.Environ()
@@ -234,7 +241,10 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 		s.loginState = filepath.Join(l.Home, l.Profile.LoginState)
 	}
 	sess.launched = s
-	sess.WatchRepos(spec.Workspace, prep.Repos, prep.AgentDirs)
+	if !spec.WorkspaceReadOnly {
+		// A read-only workspace cannot change: nothing in it to audit.
+		sess.WatchRepos(spec.Workspace, prep.Repos, prep.AgentDirs)
+	}
 	return sess, nil
 }
 

@@ -57,7 +57,8 @@ func (pl *planner) sysView() {
 // users' homes that share a parent (/home) are hidden by making the parent
 // private before anything is bound, one mount instead of one a user, and a
 // hide entry that holds a bind refuses the launch.
-func (pl *planner) hidden(hide []string) error {
+func (pl *planner) hidden(c *Config) error {
+	hide := c.Hide
 	binds := pl.s.bindTargets()
 	holds := func(p string) string {
 		for _, b := range binds {
@@ -77,7 +78,7 @@ func (pl *planner) hidden(hide []string) error {
 			continue
 		}
 		if b := holds(p); b != "" {
-			return fmt.Errorf("hide entry %q holds %s, which the jail binds (fix: remove it from hide in %s, or launch elsewhere)", h, b, ConfigPath)
+			return fmt.Errorf("hide entry %q holds %s, which the jail binds (fix: remove %q from hide in %s, or launch elsewhere)", h, b, h, c.entryFile("hide", h))
 		}
 		kind := MaskFile
 		if fi.IsDir() {

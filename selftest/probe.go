@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -327,16 +327,31 @@ func connect(target string) (status int, how string, err error) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+	// The status line and the headers, read by hand: the helper links no
+	// HTTP stack (every launch would pay for its init).
+	br := bufio.NewReader(io.LimitReader(conn, 64<<10))
+	line, err := br.ReadString('\n')
 	if err != nil {
 		return 0, "the proxy " + u.Host, err
 	}
-	resp.Body.Close()
-	why := resp.Header.Get("X-Cco-Egress-Reason")
-	if why != "" {
-		return resp.StatusCode, "the proxy " + u.Host + " (" + why + ")", nil
+	var proto string
+	if _, err := fmt.Sscanf(line, "%s %d", &proto, &status); err != nil {
+		return 0, "the proxy " + u.Host, fmt.Errorf("not an HTTP answer: %q", strings.TrimSpace(line))
 	}
-	return resp.StatusCode, "the proxy " + u.Host, nil
+	why := ""
+	for {
+		h, err := br.ReadString('\n')
+		if err != nil || strings.TrimSpace(h) == "" {
+			break
+		}
+		if k, v, ok := strings.Cut(h, ":"); ok && strings.EqualFold(strings.TrimSpace(k), "X-Cco-Egress-Reason") {
+			why = strings.TrimSpace(v)
+		}
+	}
+	if why != "" {
+		return status, "the proxy " + u.Host + " (" + why + ")", nil
+	}
+	return status, "the proxy " + u.Host, nil
 }
 
 func egressRefused(target string) Check {

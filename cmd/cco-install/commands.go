@@ -24,14 +24,19 @@ import (
 
 // printConfig shows every key's effective value and where it came from; a
 // key that could not be read is marked with its line and column (exit 1).
-func printConfig(cfg *Config, o *options, stdout io.Writer) (int, error) {
+func printConfig(root provision.FileReader, cfg *Config, o *options, stdout io.Writer) (int, error) {
 	lines := cfg.Lines()
-	code := provision.ExitFor(len(cfg.Problems), 0)
+	sb := sandboxConfig(root)
+	problems := len(cfg.Problems)
+	if sb.Problem != "" {
+		problems++
+	}
+	code := provision.ExitFor(problems, 0)
 	if o.json {
 		o.wrote = true
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		doc := map[string]any{"schema": provision.ReportSchema, "file": cfg.path, "keys": lines}
+		doc := map[string]any{"schema": provision.ReportSchema, "file": cfg.path, "keys": lines, "sandbox": sb}
 		if len(cfg.Problems) > 0 {
 			doc["problems"] = cfg.Problems
 		}
@@ -51,6 +56,18 @@ func printConfig(cfg *Config, o *options, stdout io.Writer) (int, error) {
 		if p.Key == "" || !knownKey(p.Key) {
 			safetext.Linef(stdout, "# BAD: %s", p.Message)
 		}
+	}
+	// sandbox.toml as this user's launches take it.
+	safetext.Linef(stdout, "# sandbox.toml for %s, from %s", sb.User, strings.Join(append(sb.Files, "the defaults"), ", "))
+	for _, k := range sb.Keys {
+		b, _ := json.Marshal(k.Value)
+		safetext.Linef(stdout, "%s = %s  # %s", k.Key, safetext.JSON(b), k.Source)
+	}
+	for _, n := range sb.Notes {
+		safetext.Linef(stdout, "# %s", n)
+	}
+	if sb.Problem != "" {
+		safetext.Linef(stdout, "# BAD: %s", sb.Problem)
 	}
 	return code, nil
 }
@@ -183,6 +200,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	}
 	st.Agents = agentStatus(root, rc, rep, vendor)
 	st.Egress, st.EgressUpstream = egressMode(root, rep, reported, os.Environ())
+	st.Warnings = append(st.Warnings, allowlistWarnings(root, st.Agents)...)
 	if st.JailVerified, err = jailVerified(root, rc); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cco-dev/cco/internal/suggest"
+
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -216,7 +218,7 @@ func (c *Config) parseFile(b []byte) map[string]any {
 			if !known[full] {
 				line, col := lineOf(b, full)
 				msg := fmt.Sprintf("%s:%d:%d: unknown key %q", c.path, line, col, full)
-				if k := closest(full, keyNames()); k != "" {
+				if k := suggest.Closest(full, keyNames()); k != "" {
 					msg += fmt.Sprintf(" (did you mean %q?", k) + " the keys are listed by `cco-install config`)"
 				} else {
 					msg += " (the keys are listed by `cco-install config`)"
@@ -360,48 +362,13 @@ func unknownEnv(environ []string) []string {
 		w := fmt.Sprintf("warning: the environment variable %s sets no configuration key", name)
 		if up := strings.ToUpper(name); up != name && envKey[up] != "" {
 			w += fmt.Sprintf(" (variables are upper case: %s sets %s)", up, envKey[up])
-		} else if e := closest(strings.ToUpper(name), envNames); e != "" {
+		} else if e := suggest.Closest(strings.ToUpper(name), envNames); e != "" {
 			w += fmt.Sprintf(" (did you mean %s, which sets %s?)", e, envKey[e])
 		}
 		out = append(out, w)
 	}
 	sort.Strings(out)
 	return out
-}
-
-// closest is the candidate nearest to s by edit distance (case-folded), if
-// it is near enough to be a likely typo.
-func closest(s string, candidates []string) string {
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		if d := levenshtein(strings.ToLower(s), strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD > max(3, len(s)/3) {
-		return ""
-	}
-	return best
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 func flagValue(f *pflag.Flag) any {

@@ -302,7 +302,11 @@ root; what it cannot read without root it says it skipped.
 		Short: "show every configuration key's effective value and where it came from",
 		Long: `config shows every key of /etc/cco/install.toml with its effective value and
 source (default < file < CCO_* environment < flag). A key that cannot be read is
-marked with its line and column, and the rest are still shown (exit 1).`,
+marked with its line and column, and the rest are still shown (exit 1).
+
+Then, for the invoking user, every key of /etc/cco/sandbox.toml as that user's
+launches take it, with the user's own ~/.config/cco/sandbox.toml over root's,
+and the file each value came from.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.sub = "config"
@@ -442,7 +446,7 @@ func dispatch(ctx context.Context, flags *pflag.FlagSet, o *options, sio stdio) 
 	}
 	switch o.sub {
 	case "config":
-		return printConfig(cfg, o, sio.out)
+		return printConfig(root, cfg, o, sio.out)
 	case "status":
 		return status(ctx, root, cfg, o, sio.out)
 	case "verify":

@@ -335,7 +335,7 @@ func TestRefusals(t *testing.T) {
 		os.WriteFile(cfg, []byte("alow_write = [\"/x\"]\n"), 0o644)
 		defer os.Remove(cfg)
 		r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", probe))
-		if r.code != 126 || !strings.Contains(r.stderr, "unknown key alow_write") || !strings.Contains(r.stderr, cfg) {
+		if r.code != 126 || !strings.Contains(r.stderr, `unknown key "alow_write" (did you mean "allow_write"?)`) || !strings.Contains(r.stderr, cfg) {
 			t.Errorf("%d %q", r.code, r.stderr)
 		}
 	})

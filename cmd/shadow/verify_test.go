@@ -94,7 +94,14 @@ func TestVerifyTamperedShadow(t *testing.T) {
 	w := newWorld(t, asRoot)
 	p, _ := agent.Lookup("claude")
 	fake := filepath.Join(testRoots, "tampered-claude-"+filepath.Base(w.base))
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexec "+filepath.Join(root, p.Binary)+" \"$@\"\n"), 0o755); err != nil {
+	// It runs the "vendor binary" unwrapped, on the host: a stand-in that
+	// only prints, not the fake agent, whose probe writes /etc.
+	vendor := filepath.Join(testRoots, "tampered-vendor-"+filepath.Base(w.base))
+	if err := os.WriteFile(vendor, []byte("#!/bin/sh\necho \"vendor: $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(vendor) })
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexec "+vendor+" \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(fake) })

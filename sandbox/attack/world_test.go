@@ -294,13 +294,14 @@ type probe struct {
 	Nested  string   `json:"nested,omitempty"`
 	// The listener on the login ports, the flood of the egress proxy, and
 	// mode "ask"'s address (testdata/probe's Params).
-	Listen       []string `json:"listen,omitempty"`
-	ListenAnswer string   `json:"listen_answer,omitempty"`
-	Ready        string   `json:"ready,omitempty"`
-	Until        string   `json:"until,omitempty"`
-	Flood        *flood   `json:"flood,omitempty"`
-	Addr         string   `json:"addr,omitempty"`
-	Keys         *keys    `json:"keys,omitempty"`
+	Listen       []string    `json:"listen,omitempty"`
+	ListenAnswer string      `json:"listen_answer,omitempty"`
+	Ready        string      `json:"ready,omitempty"`
+	Until        string      `json:"until,omitempty"`
+	Flood        *flood      `json:"flood,omitempty"`
+	Addr         string      `json:"addr,omitempty"`
+	Keys         *keys       `json:"keys,omitempty"`
+	Swap         *swapParams `json:"swap,omitempty"`
 }
 
 type flood struct {

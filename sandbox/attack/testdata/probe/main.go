@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +64,23 @@ type Params struct {
 	Addr string `json:"addr"`
 	// Keys is a key of the invoking session's keyring to reach.
 	Keys *Keys `json:"keys"`
+	// Swap is a second session's race against the next launch in the
+	// same workspace.
+	Swap *Swap `json:"swap"`
+}
+
+// Swap exchanges each of Paths with a link (renameat2 RENAME_EXCHANGE)
+// and back, round after round, the links pointing at each of Targets in
+// turn, after writing Ready, until the file Until appears (or after 100
+// s). Every Every milliseconds it runs the step Rebuild (a repository made and
+// removed again, so that the next launch sees it only at times).
+type Swap struct {
+	Paths   []string `json:"paths"`
+	Targets []string `json:"targets"`
+	Ready   string   `json:"ready"`
+	Until   string   `json:"until"`
+	Rebuild string   `json:"rebuild"`
+	Every   int      `json:"every"`
 }
 
 // Flood is a burst of CONNECTs the proxy must refuse.
@@ -120,6 +138,9 @@ func main() {
 	}
 	if p.Flood != nil {
 		flood(p.Flood)
+	}
+	if p.Swap != nil {
+		swap(p.Swap)
 	}
 	if p.Nested != "" {
 		c := exec.Command(p.Nested, "probe", `{"mode":"exit","code":7}`)
@@ -376,4 +397,51 @@ func ask(addr string) string {
 		return "closed"
 	}
 	return "answer " + string(b)
+}
+
+// swap runs a Swap and reports, for each path, how many exchanges were
+// made and the last error.
+func swap(sw *Swap) {
+	made := map[string]int{}
+	last := map[string]string{}
+	os.WriteFile(sw.Ready, []byte("ready\n"), 0o644)
+	deadline := time.Now().Add(100 * time.Second)
+	var rebuilt time.Time
+	round := 0
+	for ; time.Now().Before(deadline); round++ {
+		if _, err := os.Stat(sw.Until); err == nil {
+			break
+		}
+		if sw.Rebuild != "" && time.Since(rebuilt) > time.Duration(sw.Every)*time.Millisecond {
+			report["rebuild"] = shell(sw.Rebuild)
+			rebuilt = time.Now()
+		}
+		if len(sw.Paths) == 0 {
+			time.Sleep(10 * time.Millisecond) // only waiting for Until
+		}
+		for i, p := range sw.Paths {
+			link := p + ".cco-swap"
+			os.Remove(link)
+			if err := os.Symlink(sw.Targets[(round+i)%len(sw.Targets)], link); err != nil {
+				last[p] = err.Error()
+				continue
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, p, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
+				last[p] = err.Error()
+				os.Remove(link)
+				continue
+			}
+			made[p]++
+			// The link stands in p's place for a moment, then p comes back.
+			runtime.Gosched()
+			if err := unix.Renameat2(unix.AT_FDCWD, p, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
+				last[p] = "back: " + err.Error()
+			}
+			os.Remove(link)
+		}
+	}
+	for _, p := range sw.Paths {
+		report["swap:"+p] = strconv.Itoa(made[p]) + " " + last[p]
+	}
+	report["rounds"] = strconv.Itoa(round)
 }
