@@ -19,6 +19,7 @@ import (
 	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
+	"github.com/cco-dev/cco/sandbox/engine"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
 	"github.com/cco-dev/cco/sandbox/keyring"
 	"github.com/cco-dev/cco/sandbox/loginfwd"
@@ -56,6 +57,10 @@ type RootView struct {
 	Applies func(euid int) bool
 	Prepare func(s *Spec) (trees []string, err error)
 	Start   func(bwrap string, argv []string, attr *syscall.ProcAttr, trees []string) (int, error)
+	// Detach makes trees' idmapped copies as detached mounts, for cco's
+	// own engine, whose child places them; ID is the host id 0 maps to.
+	Detach func(trees []string) ([]int, error)
+	ID     int
 }
 
 var rootView *RootView
@@ -94,7 +99,11 @@ func Start(l *Launch) (*Session, error) {
 		return nil, &LaunchError{Code: ExitNotFound, Msg: err.Error()}
 	}
 	bwrap := SystemRoot + BwrapPath
-	if _, err := os.Stat(bwrap); err != nil {
+	kind, err := chooseEngine(l)
+	if err != nil {
+		return nil, cannotBuild(err)
+	}
+	if _, err := os.Stat(bwrap); err != nil && kind == engine.Bwrap {
 		return nil, cannotBuild(fmt.Errorf("bubblewrap is not installed at %s (fix: sudo apt-get install bubblewrap, or sudo dnf install bubblewrap)", bwrap))
 	}
 	euid := os.Geteuid()
@@ -118,7 +127,7 @@ func Start(l *Launch) (*Session, error) {
 	if l.Environ == nil {
 		l.Environ = os.Environ()
 	}
-	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Messages, euid: euid}
+	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Messages, euid: euid, engine: kind}
 	if pol.Mode == policy.ModeOff {
 		fmt.Fprint(l.Messages, policy.OffBanner())
 	} else if r.px, err = spawn.Start(SystemRoot+ProxyPath, pol, l.Session, saferead.ReadCapped); err != nil {
@@ -142,6 +151,7 @@ type launched struct {
 	name, bwrap string
 	stderr      io.Writer
 	euid        int
+	engine      engine.Kind
 	px          *spawn.Proxy // nil with egress off
 	helper      bool         // the agent starts through the in-jail helper
 	spec        *Spec
@@ -276,11 +286,7 @@ func (s *launched) start() error {
 	// limit could refuse.
 	s.endKeyring, err = keyring.Fresh(func() error {
 		return WithProcLimit(s.spec.MaxProcs, func() (err error) {
-			if view {
-				pid, err = rootView.Start(s.bwrap, argv, attr, trees)
-				return err
-			}
-			pid, err = syscall.ForkExec(s.bwrap, argv, attr)
+			pid, err = s.fork(argv, attr, trees, view)
 			return err
 		})
 	})
