@@ -39,6 +39,10 @@ const EnvVar = "CCO_JAIL_ENGINE"
 // HelperMode is the helper's argument that runs the engine's child.
 const HelperMode = "jail"
 
+// ownByDefault makes cco's own engine the kernel's choice where it has the
+// mount API; until then it runs only when EnvVar asks for it.
+var ownByDefault = false
+
 // hasMountAPI is the kernel probe, a test seam.
 var hasMountAPI = probeMountAPI
 
@@ -55,7 +59,7 @@ func probeMountAPI() bool {
 func Choose(getenv func(string) string) (Kind, error) {
 	switch v := getenv(EnvVar); v {
 	case "", "auto":
-		if hasMountAPI() {
+		if ownByDefault && hasMountAPI() {
 			return CCO, nil
 		}
 		return Bwrap, nil

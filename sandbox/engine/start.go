@@ -61,7 +61,7 @@ func Start(bin string, args []string, attr *syscall.ProcAttr, o Options) (int, e
 		// terminal session (bwrap's --new-session).
 		Setsid: true,
 		// --die-with-parent: tied to the calling thread.
-		Pdeathsig:  syscall.SIGKILL,
+		Pdeathsig:   syscall.SIGKILL,
 		AmbientCaps: setupCaps,
 	}
 	uid, gid := os.Getuid(), os.Getgid()

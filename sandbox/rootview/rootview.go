@@ -42,7 +42,9 @@ const ID = 93376 // 0x16cc0
 func Applies(uid int) bool { return uid == 0 }
 
 // Registered with the launcher, which cannot import this package.
-func init() { sandbox.UseRootView(&sandbox.RootView{Applies: Applies, Prepare: Prepare, Start: Start, Detach: Detach, ID: ID}) }
+func init() {
+	sandbox.UseRootView(&sandbox.RootView{Applies: Applies, Prepare: Prepare, Start: Start, Detach: Detach, ID: ID})
+}
 
 // Trees are the host paths the view maps back to root, from the Spec: the
 // home (its login state is bound from it, and bwrap, being ID, must enter
