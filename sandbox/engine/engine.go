@@ -39,6 +39,21 @@ const EnvVar = "CCO_JAIL_ENGINE"
 // HelperMode is the helper's argument that runs the engine's child.
 const HelperMode = "jail"
 
+// Default is the engine a build picks when EnvVar is unset, set at link
+// time (-X github.com/cco-dev/cco/sandbox/engine.Default=bwrap): the test
+// system roots pass their run's CCO_JAIL_ENGINE through it, since every
+// launch in a test gets an environment of its own. "" is auto.
+var Default string
+
+// LinkFlag is the -ldflags fragment that builds Default in: the test roots'
+// builds add it for the engine their run asks for ("" adds nothing).
+func LinkFlag(kind string) string {
+	if kind == "" {
+		return ""
+	}
+	return " -X github.com/cco-dev/cco/sandbox/engine.Default=" + kind
+}
+
 // ownByDefault makes cco's own engine the kernel's choice where it has the
 // mount API; until then it runs only when EnvVar asks for it.
 var ownByDefault = false
@@ -57,7 +72,11 @@ func probeMountAPI() bool {
 // Choose is the engine for a launch: EnvVar's when set, otherwise cco's
 // own where the kernel has the mount API and bubblewrap elsewhere.
 func Choose(getenv func(string) string) (Kind, error) {
-	switch v := getenv(EnvVar); v {
+	v := getenv(EnvVar)
+	if v == "" {
+		v = Default
+	}
+	switch v {
 	case "", "auto":
 		if ownByDefault && hasMountAPI() {
 			return CCO, nil
