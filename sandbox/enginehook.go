@@ -1,11 +1,13 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
 
 	"github.com/cco-dev/cco/sandbox/engine"
+	"github.com/cco-dev/cco/sandbox/supervise"
 )
 
 // chooseEngine picks the jail engine for l (sandbox/engine.Choose: cco's
@@ -64,5 +66,35 @@ func (s *launched) fork(argv []string, attr *syscall.ProcAttr, trees []string, v
 			o.Trees = append(o.Trees, engine.Tree{FD: fds[i], Path: t})
 		}
 	}
-	return engine.Start(SystemRoot+HelperPath, argv[1:], attr, o)
+	pid, err := engine.Start(SystemRoot+HelperPath, argv[1:], attr, o)
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOSPC) {
+		err = fmt.Errorf("%w: user namespaces are blocked here (on Ubuntu 24.04 AppArmor restricts them; fix: sudo cco-install, "+
+			"or allow them with sysctl user.max_user_namespaces=15000, or launch with %s=bwrap where bwrap has an AppArmor profile)", err, engine.EnvVar)
+	}
+	return pid, err
+}
+
+// program is what the launch starts: bwrap, or the helper as the engine's
+// child.
+func (s *launched) program() string {
+	if s.engine == engine.CCO {
+		return SystemRoot + HelperPath + " (cco's jail engine)"
+	}
+	return s.bwrap
+}
+
+// exitStatus is the agent's status as the jail's first process reports
+// it; a jail that failed before the agent started is diagnosed.
+func (s *launched) exitStatus(ws syscall.WaitStatus, ran bool) (int, string) {
+	if s.engine != engine.CCO {
+		return supervise.ExitStatus(ws, ran, s.bwrap)
+	}
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), ""
+	}
+	if code := ws.ExitStatus(); ran || code == 0 {
+		return code, ""
+	}
+	return ExitCannotRun, "cco's jail engine stopped before the agent started (its message is above); fix that, " +
+		"or launch with " + engine.EnvVar + "=bwrap and report the message"
 }

@@ -294,7 +294,7 @@ func (s *launched) start() error {
 	if err != nil {
 		streams.Close()
 		d.abandon()
-		return cannotBuild(fmt.Errorf("starting %s: %w", s.bwrap, err))
+		return cannotBuild(fmt.Errorf("starting %s: %w", s.program(), err))
 	}
 	streams.Started()
 	s.streams = streams
@@ -431,7 +431,7 @@ func (s *launched) wait() int {
 	if !r.Ran && !r.Status.Signaled() && r.Status.ExitStatus() != 0 && s.spec.DropVanishedSockets() {
 		return retryJail
 	}
-	code, why := supervise.ExitStatus(r.Status, r.Ran, s.bwrap)
+	code, why := s.exitStatus(r.Status, r.Ran)
 	if why != "" {
 		fmt.Fprintf(s.stderr, "cco: cannot build the jail: %s\n", safetext.Escape(why))
 	}
