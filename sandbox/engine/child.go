@@ -158,6 +158,10 @@ func (c *child) build() error {
 			return fmt.Errorf("the jail's working directory: %w", err)
 		}
 	}
+	// As bwrap: PWD is the directory the command starts in.
+	if wd, err := os.Getwd(); err == nil {
+		os.Setenv("PWD", wd)
+	}
 	return c.lockDown()
 }
 
