@@ -55,8 +55,8 @@ func LinkFlag(kind string) string {
 }
 
 // ownByDefault makes cco's own engine the kernel's choice where it has the
-// mount API; until then it runs only when EnvVar asks for it.
-var ownByDefault = false
+// mount API: the jail suites pass on it (docs/adr/0145-cco-jail-engine.md).
+var ownByDefault = true
 
 // hasMountAPI is the kernel probe, a test seam.
 var hasMountAPI = probeMountAPI
