@@ -30,12 +30,44 @@ func chooseEngine(l *Launch) (engine.Kind, error) {
 }
 
 // layers are the protections the marker names besides the namespaces and
-// the mounts.
+// the mounts: seccomp, and Landlock where cco's engine runs on a kernel
+// that has it.
 func layers(kind string) []string {
 	if kind == "" {
 		return nil
 	}
-	return []string{"seccomp"}
+	out := []string{"seccomp"}
+	if engine.Kind(kind) == engine.CCO {
+		if l := engine.Layer(engine.LandlockABI()); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// landlockWritable are the paths the Spec makes writable in the jail: the
+// read-write binds (the login state, allow_write, the workspace and its
+// trees), the private and scratch tmpfs and the writable masks. The
+// Landlock layer is derived from these, never from the mounts, so that a
+// mount wider than the Spec means is still held to it.
+func landlockWritable(s *Spec) []string {
+	var out []string
+	s.eachBind(func(b *Bind, rw bool) {
+		if rw {
+			out = append(out, b.Dst)
+		}
+	})
+	out = append(out, s.Private...)
+	out = append(out, s.Scratch...)
+	for _, m := range s.Masks {
+		if m.Kind == MaskTmpfs {
+			out = append(out, m.Path)
+		}
+	}
+	if s.NoWorkspace != "" {
+		out = append(out, s.NoWorkspace)
+	}
+	return out
 }
 
 // fork starts the jail's first process: bwrap with argv, or cco's own
@@ -47,7 +79,7 @@ func (s *launched) fork(argv []string, attr *syscall.ProcAttr, trees []string, v
 		}
 		return syscall.ForkExec(s.bwrap, argv, attr)
 	}
-	var o engine.Options
+	o := engine.Options{Writable: landlockWritable(s.spec)}
 	if view {
 		if rootView.Detach == nil {
 			return 0, fmt.Errorf("this launcher's root view cannot give cco's jail engine its trees (fix: set %s=bwrap)", engine.EnvVar)

@@ -67,12 +67,24 @@ func engineDifferential(t *testing.T, root, name string, u runAs) {
 	for _, mode := range []string{"view", "probe"} {
 		bw, own := run(engine.Bwrap, mode), run(engine.CCO, mode)
 		for k, want := range map[string]string{"bwrap": bw["marker"], "cco": own["marker"]} {
-			var m struct{ Engine string }
+			var m struct {
+				Engine string
+				Layers []string
+			}
 			if err := json.Unmarshal([]byte(want), &m); err != nil || m.Engine != k {
 				t.Errorf("the %s jail's marker says engine %q (%v): %s", k, m.Engine, err, want)
 			}
+			// Landlock is cco's engine's second layer, where the kernel
+			// has it.
+			layers := "seccomp"
+			if l := engine.Layer(engine.LandlockABI()); k == "cco" && l != "" {
+				layers += " " + l
+			}
+			if strings.Join(m.Layers, " ") != layers {
+				t.Errorf("the %s jail's marker says layers %q, want %q", k, m.Layers, layers)
+			}
 		}
-		// The marker differs by its session and engine alone.
+		// The marker differs by its session, engine and layers alone.
 		bw["marker"], own["marker"] = markerRest(bw["marker"]), markerRest(own["marker"])
 		// The agent's pid: the engine's init is a Go program whose threads
 		// take pids of the jail's namespace; the agent is never pid 1.
@@ -146,7 +158,7 @@ func engineDifferential(t *testing.T, root, name string, u runAs) {
 	}
 }
 
-var sessionField = regexp.MustCompile(`"(session|engine)":"[^"]*",?`)
+var sessionField = regexp.MustCompile(`"(session|engine)":"[^"]*",?|,?"layers":\[[^]]*\]`)
 
 func markerRest(m string) string { return sessionField.ReplaceAllString(m, "") }
 

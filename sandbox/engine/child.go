@@ -39,6 +39,7 @@ type child struct {
 	*plan
 	inherited int // descriptors 3..inherited-1 came from the launcher
 	trees     []Tree
+	landlock  []string // the Landlock layer's writable paths
 	consumed  map[int]bool
 	status    *os.File
 	b         builder
@@ -46,8 +47,10 @@ type child struct {
 
 func newChild(args []string) (*child, error) {
 	c := &child{consumed: map[int]bool{}}
-	for len(args) > 0 && (args[0] == "--fds" || args[0] == "--tree") {
+	for len(args) > 0 && (args[0] == "--fds" || args[0] == "--tree" || args[0] == "--landlock") {
 		switch {
+		case args[0] == "--landlock" && len(args) > 1:
+			c.landlock, args = append(c.landlock, args[1]), args[2:]
 		case args[0] == "--fds" && len(args) > 1:
 			n, err := strconv.Atoi(args[1])
 			if err != nil {

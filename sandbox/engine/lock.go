@@ -34,6 +34,11 @@ func (c *child) lockDown() error {
 	}
 	// Capability changes make a process dumpable again: not this one.
 	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if len(c.landlock) > 0 && LandlockABI() > 0 {
+		if err := landlockRestrict(c.landlock); err != nil {
+			return err
+		}
+	}
 	if c.seccompFD <= 0 {
 		return nil
 	}

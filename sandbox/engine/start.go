@@ -17,6 +17,10 @@ type Options struct {
 	// Trees are root's view's idmapped trees: detached mounts, each placed
 	// at its host path before the tree is built (docs/adr/0018-root-view.md).
 	Trees []Tree
+	// Writable are the paths in the jail the agent may write below, for
+	// the Landlock layer (applied where the kernel has Landlock); nil
+	// applies none.
+	Writable []string
 }
 
 // Tree is a detached mount to place at Path.
@@ -48,6 +52,9 @@ func Start(bin string, args []string, attr *syscall.ProcAttr, o Options) (int, e
 	for _, t := range o.Trees {
 		child = append(child, "--tree", strconv.Itoa(len(files)), t.Path)
 		files = append(files, uintptr(t.FD))
+	}
+	for _, w := range o.Writable {
+		child = append(child, "--landlock", w)
 	}
 	child = append(child, args...)
 	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC |
