@@ -107,6 +107,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	for _, p := range probs {
 		rep.AddFinding(p)
 	}
+	st.Notes = append(st.Notes, engineNote())
 	if !provision.IsRoot() {
 		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc), "sudo cco-install status")...)
 	}
