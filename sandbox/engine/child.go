@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -223,7 +224,7 @@ func (c *child) do(o *op) error {
 		if o.dst == "/" {
 			return c.rootBind(src)
 		}
-		return b.bind(src, o.dst, rw, false)
+		return b.cover(o.dst, !rw && o.src == "/dev/null", b.bind(src, o.dst, rw, false))
 	case "--bind-fd", "--ro-bind-fd":
 		src, _, err := b.source(o.fd)
 		if err != nil {
@@ -247,8 +248,11 @@ func (c *child) do(o *op) error {
 			return fmt.Errorf("a tmpfs at %s: %w", o.dst, err)
 		}
 		defer unix.Close(t)
-		return b.attach(t, o.dst, false)
+		return b.cover(o.dst, true, b.attach(t, o.dst, false))
 	case "--remount-ro":
+		if b.skipped[o.dst] {
+			return nil
+		}
 		t, err := b.target(o.dst, false)
 		if err != nil {
 			return err
@@ -274,6 +278,20 @@ func (c *child) do(o *op) error {
 		return b.proc(o.dst, c.disableUserns)
 	}
 	return fmt.Errorf("%s: not an operation", o.kind)
+}
+
+// cover is err, but for a cover (a tmpfs, or /dev/null bound read-only)
+// whose mount point is absent from a read-only tree: there is nothing to
+// hide, and the jail cannot make it, so the cover is left out.
+func (b *builder) cover(p string, isCover bool, err error) error {
+	if err != nil && isCover && errors.Is(err, errAbsent) {
+		if b.skipped == nil {
+			b.skipped = map[string]bool{}
+		}
+		b.skipped[p] = true
+		return nil
+	}
+	return err
 }
 
 // rootBind binds the host's root read-only as the jail's root.

@@ -142,3 +142,31 @@ func TestChildIsNotDumpable(t *testing.T) {
 		t.Errorf("exit %d, output %q", code, out)
 	}
 }
+
+// TestCoverOfAnAbsentPath: a mask over a path that is not there in a
+// read-only tree (a host path that went away while the jail was planned)
+// is left out, and the path stays absent; a bind whose mount point cannot
+// be made still refuses the jail.
+func TestCoverOfAnAbsentPath(t *testing.T) {
+	testenv.RequireRoot(t)
+	base := testenv.WorkDir(t)
+	src, err := os.OpenFile(base, unix.O_PATH, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	gone := filepath.Join(base, "gone")
+	ops := []string{"--ro-bind", "/", "/", "--tmpfs", gone + "/dir", "--remount-ro", gone + "/dir", "--ro-bind", "/dev/null", gone + "/file",
+		"--dev", "/dev", "--proc", "/proc"}
+	code, out := jail(t, src, ops, Options{}, "ls "+gone+" 2>&1; echo done")
+	if code != 0 || !strings.Contains(out, "No such file") || !strings.Contains(out, "done") {
+		t.Errorf("exit %d, output %q; want the covers left out and the path absent", code, out)
+	}
+	if _, err := os.Lstat(gone); err == nil {
+		t.Error("the jail made the absent path on the host")
+	}
+	code, out = jail(t, src, append(ops[:3:3], "--bind", base, gone+"/bound"), Options{}, "echo ran")
+	if code == 0 || strings.Contains(out, "ran") || !strings.Contains(out, "read-only file system") {
+		t.Errorf("a bind onto an absent path: exit %d, output %q; want the jail refused", code, out)
+	}
+}

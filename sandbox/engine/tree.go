@@ -27,7 +27,16 @@ type builder struct {
 	// sources are the launcher's checked bind sources, by descriptor: the
 	// host path each had when it was opened.
 	sources map[int]string
+	// skipped are covers left out because what they cover is not there
+	// and cannot be made (errAbsent).
+	skipped map[string]bool
 }
+
+// errAbsent is a mount point that does not exist in a read-only tree: a
+// cover (a mask) there has nothing to hide, and nothing in the jail can
+// make it. A host path a mask names can go away while the jail is built
+// (another user's home, a socket): bwrap fails the launch then.
+var errAbsent = errors.New("absent from a read-only tree")
 
 // tree is a mount the builder made, held open.
 type tree struct {
@@ -105,12 +114,18 @@ func (b *builder) target(p string, file bool) (int, error) {
 	if file {
 		f, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o444)
 		if err != nil && !errors.Is(err, unix.EEXIST) {
+			if errors.Is(err, unix.EROFS) {
+				return -1, fmt.Errorf("%s: %w: %w", p, errAbsent, err)
+			}
 			return -1, pathErr(p, err)
 		}
 		if err == nil {
 			unix.Close(f)
 		}
 	} else if err := unix.Mkdirat(parent, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		if errors.Is(err, unix.EROFS) {
+			return -1, fmt.Errorf("%s: %w: %w", p, errAbsent, err)
+		}
 		return -1, pathErr(p, err)
 	}
 	fd, err = unix.Openat(parent, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -137,6 +152,9 @@ func (b *builder) dir(from int, rel string, how uint64, p string) (int, error) {
 	defer unix.Close(parent)
 	name := path.Base("/" + rel)
 	if err := unix.Mkdirat(parent, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		if errors.Is(err, unix.EROFS) {
+			return -1, fmt.Errorf("%s: %w: %w", p, errAbsent, err)
+		}
 		return -1, pathErr(p, err)
 	}
 	fd, err = unix.Openat(parent, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
