@@ -79,6 +79,11 @@ type Profile struct {
 	// Watched are home files that must stay writable and can name commands
 	// (mcpServers); the shadow warns about entries a session added.
 	Watched []string
+	// Trust are the trust lists in the agent's writable login state
+	// (TrustList): the folders, projects and servers it trusts, kept in
+	// the file its login refreshes. Each is put back after the session to
+	// its value at launch (package sandbox/trust).
+	Trust []TrustList
 	// Upgrade is the agent's name for `cco-install --upgrade`.
 	Upgrade string
 	// Default: the agent is in the `agents` key's default.
@@ -91,6 +96,21 @@ type Profile struct {
 	// model, the cloud-provider switches). They and Credentials pass into
 	// this agent's jail from the host by default, and never into another's.
 	ProviderEnv []string
+	// SettingsEnv are the agent's own settings variables, each a name or a
+	// prefix ending in "*" ("CLAUDE_CODE_*"), as its vendor documents them
+	// (docs/reference/environment.md names the source of each): set on the
+	// host, they pass into this agent's jail and never into another's. A
+	// name in RefusedEnv(), ChildEnv or another agent's Credentials never
+	// passes, also when a prefix matches it (Setting).
+	SettingsEnv []string
+	// Clouds map the agent's cloud-provider switches to the cloud whose
+	// credentials its jail gets while the switch is on (Cloud, Clouds):
+	// sandbox/cloudcreds resolves them on the host.
+	Clouds map[string]string
+	// ShellDropsGitConfig: the agent's shell tool runs commands with git's
+	// config files at /dev/null (Gemini CLI's), so the jail gives the
+	// user's git identity in GIT_CONFIG_COUNT's entries, which it keeps.
+	ShellDropsGitConfig bool
 	// ChildEnv are variables the agent itself sets for the processes it
 	// starts, its hooks among them (never passed in from the host: the
 	// jail's environment is an allow-list). The verifier does not take
@@ -143,6 +163,9 @@ type Profile struct {
 	Telemetry []string
 
 	rewrite func(args []string, o Options) []string
+	// argsEnv are variables the rewritten arguments need in the jail
+	// (ArgsEnv); nil: none.
+	argsEnv func(args []string, o Options) []string
 	// subcommand is the subcommand the user's arguments name ("": none).
 	subcommand func(args []string) string
 }
@@ -171,6 +194,8 @@ type Installers struct {
 type Options struct {
 	// SkipPermissions gives claude --dangerously-skip-permissions.
 	SkipPermissions bool
+	// Root: the session is uid 0 in the jail.
+	Root bool
 }
 
 // EnvSelect is the variable that may pick another built-in profile.
@@ -195,8 +220,14 @@ var table = map[string]*Profile{
 		HomeBinary:        ".local/bin/claude",
 		CarryOver:         [][2]string{{".claude.json", ".claude/.claude.json"}},
 		Watched:           []string{".claude/.claude.json"},
-		Upgrade:           "claude",
-		Default:           true,
+		// A project's trust dialog, its .mcp.json servers enabled (all, or
+		// by name, or not disabled), its pre-approved tools and its
+		// CLAUDE.md's external includes.
+		Trust: []TrustList{{File: ".claude/.claude.json", Keys: []string{"projects.*.hasTrustDialogAccepted",
+			"projects.*.enableAllProjectMcpServers", "projects.*.enabledMcpjsonServers", "projects.*.disabledMcpjsonServers",
+			"projects.*.allowedTools", "projects.*.hasClaudeMdExternalIncludesApproved"}}},
+		Upgrade: "claude",
+		Default: true,
 		Credentials: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
 			"ANTHROPIC_CUSTOM_HEADERS", "AWS_BEARER_TOKEN_BEDROCK"},
 		// Claude Code's provider settings: its gateway, its models, and
@@ -206,6 +237,16 @@ var table = map[string]*Profile{
 			"CLAUDE_CODE_USE_BEDROCK", "ANTHROPIC_BEDROCK_BASE_URL", "CLAUDE_CODE_SKIP_BEDROCK_AUTH", "AWS_REGION",
 			"CLAUDE_CODE_USE_VERTEX", "ANTHROPIC_VERTEX_BASE_URL", "CLAUDE_CODE_SKIP_VERTEX_AUTH",
 			"ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION"},
+		// Claude Code's settings variables
+		// (code.claude.com/docs/en/settings#environment-variables): its
+		// CLAUDE_CODE_* and DISABLE_* switches (nonessential traffic,
+		// telemetry, error reporting), its timeouts and token budgets.
+		SettingsEnv: []string{"CLAUDE_CODE_*", "DISABLE_*", "API_TIMEOUT_MS", "MAX_THINKING_TOKENS",
+			"BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS", "BASH_MAX_OUTPUT_LENGTH",
+			"CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR", "MAX_MCP_OUTPUT_TOKENS", "MCP_TIMEOUT", "MCP_TOOL_TIMEOUT",
+			"USE_BUILTIN_RIPGREP", "VERTEX_REGION_CLAUDE_*", "ANTHROPIC_SMALL_FAST_MODEL_AWS_REGION",
+			"SLASH_COMMAND_TOOL_CHAR_BUDGET"},
+		Clouds: map[string]string{"CLAUDE_CODE_USE_BEDROCK": CloudAWS, "CLAUDE_CODE_USE_VERTEX": CloudGoogle},
 		// Claude Code hands its messaging inbox's token to its children.
 		ChildEnv: []string{"CLAUDE_CODE_MESSAGING_TOKEN"},
 		Secrets:  []string{".claude/.credentials.json", ".claude.json", ".claude/.claude.json"},
@@ -224,7 +265,11 @@ var table = map[string]*Profile{
 		// The paste-code flow: the localhost redirect goes only to a
 		// browser the jail cannot open (docs/how-to/first-login.md).
 		LoginEndpoints: []string{"platform.claude.com", "api.anthropic.com", "claude.ai"},
-		rewrite:        claudeArgs,
+		// IS_SANDBOX is the shadow's alone to set (ArgsEnv): from the host
+		// it would let root skip the permissions where nothing jails it.
+		RefusedEnv: []string{claudeSandboxEnv},
+		rewrite:    claudeArgs,
+		argsEnv:    claudeArgsEnv,
 	},
 	"codex": {
 		Name:   "codex",
@@ -244,8 +289,11 @@ var table = map[string]*Profile{
 		Default:           true,
 		Credentials:       []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
 		ProviderEnv:       []string{"OPENAI_BASE_URL", "OPENAI_ORGANIZATION", "OPENAI_PROJECT"},
-		Secrets:           []string{".codex/auth.json"},
-		Egress:            []string{"api.openai.com", "auth.openai.com", "chatgpt.com", "*.chatgpt.com"},
+		// Codex reads its settings from config.toml; its log filter is the
+		// one variable it documents (developers.openai.com/codex/config-advanced).
+		SettingsEnv: []string{"RUST_LOG"},
+		Secrets:     []string{".codex/auth.json"},
+		Egress:      []string{"api.openai.com", "auth.openai.com", "chatgpt.com", "*.chatgpt.com"},
 		Installers: Installers{
 			HomeBins:   []string{".local/bin"},
 			HomeLinks:  [][2]string{{".codex/packages/standalone/", "Codex's standalone installer"}},
@@ -295,6 +343,16 @@ var table = map[string]*Profile{
 		// Vertex AI and Code Assist switches, the project and the model.
 		ProviderEnv: []string{"GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI",
 			"GOOGLE_GENAI_USE_GCA", "GEMINI_MODEL", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL"},
+		// Its telemetry switches and its system-prompt override
+		// (geminicli.com/docs/get-started/configuration, "Environment
+		// variables"); GEMINI_CLI_SYSTEM_DEFAULTS_PATH moves the system
+		// defaults and GEMINI_CLI_HOME the home its login lives in.
+		SettingsEnv: []string{"GEMINI_TELEMETRY_*", "GEMINI_SYSTEM_MD", "GEMINI_WRITE_SYSTEM_MD", "CODE_ASSIST_ENDPOINT"},
+		RefusedEnv:  []string{"GEMINI_CLI_SYSTEM_DEFAULTS_PATH", "GEMINI_CLI_HOME"},
+		Clouds:      map[string]string{"GOOGLE_GENAI_USE_VERTEXAI": CloudGoogle},
+		// Its shell tool's getSafeGitEnv sets GIT_CONFIG_GLOBAL,
+		// GIT_CONFIG_SYSTEM and GIT_CONFIG_NOSYSTEM (0.61.0's bundle).
+		ShellDropsGitConfig: true,
 		Secrets: []string{".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".gemini/gemini-credentials.json",
 			".gemini/mcp-oauth-tokens.json"},
 		Egress: []string{
@@ -336,7 +394,11 @@ var table = map[string]*Profile{
 		// variable drops every external plugin, cco's guard among them;
 		// OPENCODE_TEST_HOME moves the home.
 		RefusedEnv: []string{"OPENCODE_TEST_MANAGED_CONFIG_DIR", "OPENCODE_PURE", "OPENCODE_TEST_HOME"},
-		Upgrade:    "opencode",
+		// Its switches (AGENTS-MORE.md, the names in its binary): models
+		// fetch, LSP download, share, default plugins, ~/.claude scanning,
+		// external skills.
+		SettingsEnv: []string{"OPENCODE_DISABLE_*"},
+		Upgrade:     "opencode",
 		// The providers' keys it reads from the environment; a key also
 		// another agent's (ANTHROPIC_API_KEY) passes into both jails.
 		Credentials: []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY",
@@ -380,6 +442,8 @@ var table = map[string]*Profile{
 		RefusedEnv:  []string{"FACTORY_HOME_OVERRIDE", "FACTORY_ORG_MANAGED_SETTINGS_LOCAL_PATH", "FACTORY_ORG_MANAGED_SETTINGS_URL"},
 		Upgrade:     "droid",
 		Credentials: []string{"FACTORY_API_KEY"},
+		// Airgap mode (docs.factory.ai, enterprise network controls).
+		SettingsEnv: []string{"FACTORY_AIRGAP_ENABLED"},
 		Secrets:     []string{".factory/auth.v2.file", ".factory/auth.v2.key"},
 		Egress:      []string{"api.factory.ai", "app.factory.ai", "relay.factory.ai", "api.eu.factory.ai", "app.eu.factory.ai"},
 		Installers: Installers{
@@ -414,6 +478,8 @@ var table = map[string]*Profile{
 		RefusedEnv:  []string{"PI_PACKAGE_DIR", "PI_CODING_AGENT_DIR"},
 		Upgrade:     "pi",
 		Credentials: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_OAUTH_TOKEN", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "GROQ_API_KEY", "XAI_API_KEY", "MISTRAL_API_KEY"},
+		// Its telemetry and offline switches (its README, "Environment").
+		SettingsEnv: []string{"PI_TELEMETRY", "PI_OFFLINE"},
 		Secrets:     []string{".pi/agent/auth.json"},
 		Egress: []string{
 			"api.anthropic.com", "api.openai.com", "chatgpt.com", "generativelanguage.googleapis.com", "openrouter.ai",
@@ -457,6 +523,10 @@ var table = map[string]*Profile{
 		Credentials: []string{"COPILOT_GITHUB_TOKEN", "COPILOT_PROVIDER_API_KEY"},
 		ProviderEnv: []string{"COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_TYPE", "COPILOT_MODEL", "COPILOT_OFFLINE", "COPILOT_GH_HOST"},
 		Secrets:     []string{".copilot/config.json"},
+		// config.json holds the login and the trusted folders, whose
+		// hooks, MCP servers and plugins load unasked; 1.0.102 migrates
+		// trusted_folders to trustedFolders.
+		Trust: []TrustList{{File: ".copilot/config.json", Keys: []string{"trustedFolders", "trusted_folders"}}},
 		Egress: []string{
 			"api.githubcopilot.com", "api.individual.githubcopilot.com", "api.business.githubcopilot.com",
 			"api.enterprise.githubcopilot.com",
@@ -471,6 +541,14 @@ var table = map[string]*Profile{
 		Telemetry:      []string{"--disable-client-telemetry", "COPILOT_OFFLINE=true"},
 		rewrite:        copilotArgs,
 	},
+}
+
+// TrustList is one trust list of a profile: a home-relative JSON (or
+// JSONC) file and its keys, dotted member paths with "*" for every member
+// of an object.
+type TrustList struct {
+	File string
+	Keys []string
 }
 
 // opencodeConfig are the entries of an OpenCode config directory dir
@@ -707,8 +785,113 @@ func (p *Profile) LoginFlow(args []string, exists func(rel string) bool) bool {
 	return p.LoginState != "" && !exists(p.LoginState)
 }
 
+// ArgsEnv are the variables the jail sets for the arguments Args gave the
+// agent (args are Args' answer).
+func (p *Profile) ArgsEnv(args []string, o Options) []string {
+	if p.argsEnv == nil {
+		return nil
+	}
+	return p.argsEnv(args, o)
+}
+
 // Args rewrites the user's arguments for the jail: it strips the flags that
 // would weaken or break the jail and injects the profile's own.
 func (p *Profile) Args(user []string, o Options) []string {
 	return p.rewrite(user, o)
+}
+
+// The clouds a profile's Clouds switch on.
+const (
+	// CloudAWS is Amazon Bedrock: the user's AWS profile's credentials.
+	CloudAWS = "aws"
+	// CloudGoogle is Vertex AI: the application default credentials file.
+	CloudGoogle = "google"
+)
+
+// cloudEnv are the variables each cloud's credentials reach a jail in.
+var cloudEnv = map[string][]string{
+	CloudAWS:    {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"},
+	CloudGoogle: {"GOOGLE_APPLICATION_CREDENTIALS"},
+}
+
+// CloudVars are the variables that carry cloud's credentials into a jail.
+func CloudVars(cloud string) []string { return cloudEnv[cloud] }
+
+// On reports whether a switch's value turns it on, as the vendors read
+// theirs: 1, true, yes or on, in any case.
+func On(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
+// Cloud lists the clouds whose switch is on in environ, sorted, each once.
+func (p *Profile) Cloud(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if c, found := p.Clouds[k]; ok && found && On(v) && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CloudEnv are every variable p's cloud switches may have set in its jail:
+// the verifier takes them for p's own there.
+func (p *Profile) CloudEnv() []string {
+	var out []string
+	for _, c := range p.Clouds {
+		for _, n := range cloudEnv[c] {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Setting reports whether k is one of p's settings variables that pass
+// into its jail: it matches SettingsEnv by name or prefix, and is none of
+// the names no jail takes from the host (RefusedEnv()), none of the
+// variables p sets for its children, and no other agent's login.
+func (p *Profile) Setting(k string) bool {
+	if !p.settingMatch(k) {
+		return false
+	}
+	if slices.Contains(RefusedEnv(), k) || slices.Contains(p.ChildEnv, k) {
+		return false
+	}
+	return slices.Contains(p.Credentials, k) || !slices.Contains(p.OthersCredentials(), k)
+}
+
+func (p *Profile) settingMatch(k string) bool {
+	for _, s := range p.SettingsEnv {
+		if pre, ok := strings.CutSuffix(s, "*"); ok {
+			if strings.HasPrefix(k, pre) && len(k) > len(pre) {
+				return true
+			}
+		} else if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// SettingsRefused are the names p's SettingsEnv matches that never pass:
+// the refused names and p's children's variables, sorted (the reference
+// lists them beside the settings).
+func (p *Profile) SettingsRefused() []string {
+	var out []string
+	for _, n := range append(RefusedEnv(), p.ChildEnv...) {
+		if p.settingMatch(n) && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -37,6 +37,30 @@ func claudeArgs(user []string, o Options) []string {
 	return out
 }
 
+// claudeSandboxEnv tells Claude Code that it runs in a sandbox: as root it
+// refuses --dangerously-skip-permissions without it ("cannot be used with
+// root/sudo privileges for security reasons").
+const claudeSandboxEnv = "IS_SANDBOX"
+
+// claudeArgsEnv sets IS_SANDBOX=1 where the jail is that sandbox: the
+// shadow gave claude --dangerously-skip-permissions (claude_skip_permissions)
+// and the session is uid 0 in the jail. Nowhere else: a user's jail keeps
+// Claude Code's own check, and a root session without the flag needs none.
+func claudeArgsEnv(args []string, o Options) []string {
+	if !o.SkipPermissions || !o.Root {
+		return nil
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--dangerously-skip-permissions" {
+			return []string{claudeSandboxEnv + "=1"}
+		}
+	}
+	return nil
+}
+
 // claudeVersionFlags are Claude Code's version flags.
 var claudeVersionFlags = map[string]bool{"--version": true, "-v": true, "-V": true}
 

@@ -12,9 +12,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 
+	"github.com/cco-dev/cco/internal/sysbin"
 	"github.com/cco-dev/cco/provision"
 )
 
@@ -144,11 +144,18 @@ func systemctl(run *provision.Run, verb, unit string) {
 	if _, err := os.Stat("/run/systemd/system"); err != nil {
 		return
 	}
-	if out, err := exec.CommandContext(run.Ctx, "systemctl", "daemon-reload").CombinedOutput(); err != nil {
-		run.Logf("warning: systemctl daemon-reload: %v: %s", err, out)
-		return
-	}
-	if out, err := exec.CommandContext(run.Ctx, "systemctl", verb, unit).CombinedOutput(); err != nil {
-		run.Logf("warning: systemctl %s %s: %v: %s (the change takes effect at the next boot)", verb, unit, err, out)
+	for _, args := range [][]string{{"daemon-reload"}, {verb, unit}} {
+		cmd, err := sysbin.Command(run.Ctx, "systemctl", args...)
+		var out []byte
+		if err == nil {
+			out, err = cmd.CombinedOutput()
+		}
+		if err != nil && args[0] == "daemon-reload" {
+			run.Logf("warning: systemctl daemon-reload: %v: %s", err, out)
+			return
+		}
+		if err != nil {
+			run.Logf("warning: systemctl %s %s: %v: %s (the change takes effect at the next boot)", verb, unit, err, out)
+		}
 	}
 }

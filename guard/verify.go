@@ -183,7 +183,7 @@ var hostTokens = []string{
 func checkEnvTokens(m *sandbox.Marker, env map[string]string) error {
 	own := map[string]bool{}
 	if p := profile(m); p != nil {
-		for _, k := range slices.Concat(p.Credentials, p.ChildEnv) {
+		for _, k := range slices.Concat(p.Credentials, p.ChildEnv, p.CloudEnv()) {
 			own[k] = true
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/paths"
 	"github.com/cco-dev/cco/sandbox/caches"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/toolchains"
 )
 
@@ -82,6 +83,16 @@ const DefaultConfigTOML = `# cco sandbox configuration. Root-owned; read by the 
 # allow_ip = []
 # egress_ports = [80, 443]
 # egress_log = "~/.local/state/cco/egress.log"
+# The proxy the egress proxy forwards through: "env" (the user's https_proxy,
+# http_proxy and no_proxy), "none", or "http://[user:password@]host:port".
+# egress_upstream = "env"
+# Host loopback ports the jail reaches on its own 127.0.0.1 (a local gateway,
+# an MCP server over HTTP); the agent's own base URL's port is added.
+# host_ports = []
+# The user's ssh-agent in the jail, and ssh to ssh_hosts (default: the forge
+# entries' hosts) on port 22 through the egress proxy.
+# ssh_agent = false
+# ssh_hosts = []
 `
 
 // Config is sandbox.toml.
@@ -116,6 +127,32 @@ type Config struct {
 	AllowIP     []string `toml:"allow_ip"`
 	EgressPorts []int    `toml:"egress_ports"`
 	EgressLog   string   `toml:"egress_log"`
+	// EgressUpstream is "env" (the default), "none" or an http:// proxy
+	// URL; HostPorts are host loopback ports carried into the jail.
+	EgressUpstream string `toml:"egress_upstream"`
+	HostPorts      []int  `toml:"host_ports"`
+	// SSHAgent gives the jail the user's ssh-agent and ssh to SSHHosts
+	// (default: the forge entries' hosts) through the egress proxy.
+	SSHAgent bool     `toml:"ssh_agent"`
+	SSHHosts []string `toml:"ssh_hosts"`
+}
+
+// SSHHostList is the hosts ssh reaches from the jail: ssh_hosts, or the
+// forge entries' hosts; none without ssh_agent.
+func (c *Config) SSHHostList() []string {
+	if !c.SSHAgent {
+		return nil
+	}
+	if c.SSHHosts != nil {
+		return c.SSHHosts
+	}
+	var out []string
+	for _, f := range c.Forge {
+		if h := Forges[f].SSHHost; h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // Forge is one forge CLI's place in the home.
@@ -129,12 +166,14 @@ type Forge struct {
 	// (pager, editor, browser, ! aliases): read-only in the jail. glab
 	// keeps its tokens in config.yml too, which is then read-only as well.
 	HostRun []string
+	// SSHHost is the forge's SSH host (ssh_hosts' default).
+	SSHHost string
 }
 
 // Forges maps a forge name to its CLI.
 var Forges = map[string]Forge{
-	"github": {TokenDir: ".config/gh", Helper: "!gh auth git-credential", HostRun: []string{"config.yml"}},
-	"gitlab": {TokenDir: ".config/glab-cli", Helper: "!glab auth git-credential", HostRun: []string{"config.yml", "aliases.yml"}},
+	"github": {TokenDir: ".config/gh", Helper: "!gh auth git-credential", HostRun: []string{"config.yml"}, SSHHost: "github.com"},
+	"gitlab": {TokenDir: ".config/glab-cli", Helper: "!glab auth git-credential", HostRun: []string{"config.yml", "aliases.yml"}, SSHHost: "gitlab.com"},
 }
 
 // HomeTrees are the home-relative trees bound read-only (home_read_only,
@@ -163,6 +202,9 @@ func envName(n string) bool {
 	return n != ""
 }
 
+// proxyVars are the proxy variables (either case) the jail sets itself.
+var proxyVars = []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"}
+
 // refusedEnv reports why a pass_env name is refused, or "".
 func refusedEnv(n string) string {
 	switch {
@@ -170,6 +212,10 @@ func refusedEnv(n string) string {
 		return "is not a variable name"
 	case n == "PATH" || n == "HOME" || n == "USER" || n == "LOGNAME" || n == "BASH_ENV" || n == "ENV" || n == "IFS":
 		return "is set by the jail itself or changes how programs start"
+	case n == "SSH_AUTH_SOCK":
+		return "is set by the jail itself, with ssh_agent = true (the agent's socket at a private path), and unset otherwise"
+	case slices.Contains(proxyVars, strings.ToUpper(n)):
+		return "is set by the jail itself: the agent's proxy is the jail's egress endpoint (an upstream proxy goes in egress_upstream, whose credentials never enter the jail)"
 	case strings.HasPrefix(n, "LD_"), strings.HasPrefix(n, "CCO_"), strings.HasPrefix(n, "GIT_CONFIG"):
 		return "is refused (LD_*, CCO_* and GIT_CONFIG* never enter the jail)"
 	case slices.Contains(agent.RefusedEnv(), n):
@@ -292,6 +338,22 @@ func ParseConfig(data []byte, path string) (*Config, error) {
 	case "", "public", "allowlist", "off":
 	default:
 		return nil, fmt.Errorf("%s: egress %q is not one of public, allowlist, off", path, c.Egress)
+	}
+	if err := policy.ParseUpstreamSetting(c.EgressUpstream); err != nil {
+		return nil, fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
+	}
+	if len(c.SSHHosts) > 0 && !c.SSHAgent {
+		return nil, fmt.Errorf("%s: ssh_hosts is set but ssh_agent is not: ssh_hosts does nothing without it (fix: set ssh_agent = true, or remove ssh_hosts)", path)
+	}
+	if c.SSHHosts != nil {
+		if _, err := policy.Parse(map[string]any{"ssh_hosts": c.SSHHosts}, agent.Names()[0], "/"); err != nil {
+			return nil, fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
+		}
+	}
+	if c.HostPorts != nil {
+		if _, err := policy.HostPortList(c.HostPorts); err != nil {
+			return nil, fmt.Errorf("%s: %w (fix that key in %s)", path, err, path)
+		}
 	}
 	return &c, nil
 }

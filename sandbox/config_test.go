@@ -16,7 +16,7 @@ func TestParseConfig(t *testing.T) {
 	c, err := ParseConfig([]byte(`
 workspace_root = "/srv/w"
 allow_write = ["/var/cache/x"]
-pass_env = ["KEEP", "http_proxy"]
+pass_env = ["KEEP", "EDITOR"]
 forge = ["github"]
 claude_skip_permissions = true
 egress = "allowlist"
@@ -27,7 +27,7 @@ egress_ports = [443]
 		t.Fatal(err)
 	}
 	if c.WorkspaceRoot != "/srv/w" || !slices.Equal(c.AllowWrite, []string{"/var/cache/x"}) || !c.ClaudeSkipPermissions ||
-		!slices.Equal(c.PassEnv, []string{"KEEP", "http_proxy"}) || !slices.Equal(c.Forge, []string{"github"}) ||
+		!slices.Equal(c.PassEnv, []string{"KEEP", "EDITOR"}) || !slices.Equal(c.Forge, []string{"github"}) ||
 		c.Egress != "allowlist" || !slices.Equal(c.EgressPorts, []int{443}) {
 		t.Errorf("parsed %+v", c)
 	}
@@ -86,9 +86,24 @@ func TestParseConfigRefusals(t *testing.T) {
 		{`pass_env = ["A B"]`, `is not a variable name`},
 		{`forge = ["sourcehut"]`, `forge "sourcehut" is not known`},
 		{`egress = "open"`, `egress "open"`},
+		{`pass_env = ["https_proxy"]`, `pass_env entry "https_proxy" is set by the jail itself`},
+		{`pass_env = ["NO_PROXY"]`, `pass_env entry "NO_PROXY" is set by the jail itself`},
+		{`egress_upstream = "socks5://proxy:1080"`, `egress_upstream: "socks5://proxy:1080": the upstream proxy must be http://`},
+		{`egress_upstream = "http://proxy.corp"`, `egress_upstream: "http://proxy.corp" names no port`},
+		{`egress_upstream = "http://u:s3cret@proxy.corp/x"`, `egress_upstream: "http://proxy.corp/x": a proxy URL has no path`},
+		{`egress_upstream = "proxy.corp:8080"`, `"proxy.corp:8080" is not a proxy URL (write http://host:port`},
+		{`host_ports = [0]`, `host_ports[0]: 0 is not a port`},
+		{`ssh_hosts = ["github.com"]`, `ssh_hosts is set but ssh_agent is not`},
+		{"ssh_agent = true\nssh_hosts = [\"*.corp\"]", `ssh_hosts: "*.corp": name each host`},
+		{`pass_env = ["SSH_AUTH_SOCK"]`, `pass_env entry "SSH_AUTH_SOCK" is set by the jail itself, with ssh_agent = true`},
+		{`host_ports = [3128]`, `host_ports[0]: 3128 is the jail's own proxy endpoint`},
+		{`host_ports = ["4000"]`, `host_ports`},
 		{`claude_skip_permissions = "yes"`, `parsing /etc/cco/sandbox.toml`},
 	} {
 		_, err := ParseConfig([]byte(tc.in), "/etc/cco/sandbox.toml")
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: the error quotes the upstream's password: %v", tc.in, err)
+		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "/etc/cco/sandbox.toml") {
 			t.Errorf("%s: error %v, want %q naming the file", tc.in, err, tc.want)
 		}

@@ -88,11 +88,15 @@ func TestDocsShippedAllowlists(t *testing.T) {
 func TestDocsToolchains(t *testing.T) {
 	const doc = "docs/reference/toolchains.md"
 	docscheck.TableOf(t, doc, "The shipped list").Check(t, "tree", "tree", toolchains.Default)
-	var creds []string
+	var creds, credDirs []string
 	for _, c := range toolchains.Credentials {
-		creds = append(creds, "~/"+c)
+		creds = append(creds, c.Name)
 	}
-	docscheck.TableOf(t, doc, "Masked credential files").Check(t, "path", "path", creds)
+	for _, c := range toolchains.CredentialDirs {
+		credDirs = append(credDirs, "~/"+c)
+	}
+	docscheck.TableOf(t, doc, "Masked credential files").Check(t, "name", "name", creds)
+	docscheck.TableOf(t, doc, "Masked credential directories").Check(t, "path", "path", credDirs)
 	places := []string{"~/" + caches.Home}
 	for _, p := range caches.Places {
 		places = append(places, "~/"+p.Jail)

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 )
@@ -19,8 +20,11 @@ const EgressSocket = EgressDir + "/" + policy.SocketName
 // EgressPolicy turns sandbox.toml's egress keys into the proxy's policy for
 // agent, expanding "~/" in egress_log against home. Only keys the file sets
 // are passed on, so ParsePolicy's defaults apply to the rest; an error names
-// the key, the file and the fix.
-func EgressPolicy(c *Config, agent, home string) (policy.Policy, error) {
+// the key, the file and the fix. environ is the invoking user's: the
+// upstream proxy of egress_upstream = "env" comes from it, and with the
+// agent's own config the port of its provider endpoint on the host's
+// loopback, which joins host_ports.
+func EgressPolicy(c *Config, agent, home string, environ []string) (policy.Policy, error) {
 	keys := map[string]any{}
 	if c.Egress != "" {
 		keys["egress"] = c.Egress
@@ -42,9 +46,61 @@ func EgressPolicy(c *Config, agent, home string) (policy.Policy, error) {
 	if c.EgressLog != "" {
 		keys["egress_log"] = c.EgressLog
 	}
+	if c.EgressUpstream != "" {
+		keys["egress_upstream"] = c.EgressUpstream
+	}
+	if c.HostPorts != nil {
+		keys["host_ports"] = c.HostPorts
+	}
+	if hosts := c.SSHHostList(); hosts != nil {
+		keys["ssh_hosts"] = hosts
+	}
 	pol, err := policy.Parse(keys, agent, home)
 	if err != nil {
 		return policy.Policy{}, fmt.Errorf("%s: %w (fix that key in %s)", ConfigPath, err, ConfigPath)
 	}
+	if pol.EffectiveMode() == policy.ModeOff {
+		return pol, nil
+	}
+	if pol.Upstream, err = policy.ResolveUpstream(pol.Upstream.Setting, environ); err != nil {
+		return policy.Policy{}, fmt.Errorf("%s: %w", ConfigPath, err)
+	}
+	for _, n := range policy.AgentLoopbackPorts(agent, home, environ) {
+		pol.AddHostPort(n)
+	}
 	return pol, nil
+}
+
+// JailConfig is sandbox.toml as the jail shows it, when egress_upstream
+// names an upstream with credentials: the same text with that key's line
+// made `egress_upstream = "env"`, so that the password is not readable in
+// the jail (whatever its egress), and a launch nested there goes out
+// through the jail's own proxy endpoint, which the environment names. ""
+// when nothing needs hiding. A file whose key cannot be rewritten that
+// way refuses the launch.
+func JailConfig(raw []byte) (string, error) {
+	c, err := ParseConfig(raw, ConfigPath)
+	if err != nil {
+		return "", err
+	}
+	up, err := policy.ResolveUpstream(c.EgressUpstream, nil)
+	if err != nil || up.Source != "egress_upstream" || up.Connect.User == "" && up.Connect.Password == "" {
+		return "", nil
+	}
+	lines := strings.SplitAfter(string(raw), "\n")
+	n := 0
+	for i, l := range lines {
+		k, _, ok := strings.Cut(strings.TrimSpace(l), "=")
+		if ok && strings.TrimSpace(k) == "egress_upstream" {
+			lines[i] = "egress_upstream = \"env\" # the upstream's URL is the host's: its credentials stay there\n"
+			n++
+		}
+	}
+	out := strings.Join(lines, "")
+	c, err = ParseConfig([]byte(out), ConfigPath)
+	secret := up.Connect.Password
+	if n != 1 || err != nil || c.EgressUpstream != policy.UpstreamEnv || secret != "" && strings.Contains(out, secret) {
+		return "", fmt.Errorf("%s: egress_upstream's credentials cannot be kept out of the jail: write the key on one line of its own, as egress_upstream = \"http://USER:PASSWORD@HOST:PORT\"", ConfigPath)
+	}
+	return out, nil
 }

@@ -85,7 +85,7 @@ egress_ports = [443, 8443]
 egress_log = "~/logs/egress.log"
 `), "sandbox.toml")
 	testenv.Must(t, err)
-	pol, err := EgressPolicy(c, "claude", "/home/ada")
+	pol, err := EgressPolicy(c, "claude", "/home/ada", nil)
 	testenv.Must(t, err)
 	if pol.Mode != egress.ModeAllowlist || !slices.Equal(pol.Allow, []string{"api.example.com", "*.mirror.example.com"}) ||
 		!slices.Equal(pol.AllowHost, []string{"git.corp.example"}) || !slices.Equal(pol.AllowIP, []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}) ||
@@ -93,7 +93,7 @@ egress_log = "~/logs/egress.log"
 		t.Errorf("policy %+v", pol)
 	}
 	// Unset keys: the library's defaults.
-	pol, err = EgressPolicy(&Config{}, "codex", "/home/ada")
+	pol, err = EgressPolicy(&Config{}, "codex", "/home/ada", nil)
 	testenv.Must(t, err)
 	if pol.Mode != egress.ModePublic || !slices.Equal(pol.Ports, egress.DefaultPorts) || !slices.Equal(pol.Allow, egress.DefaultAllow("codex")) ||
 		pol.LogPath != "/home/ada/.local/state/cco/egress.log" {
@@ -108,8 +108,33 @@ egress_log = "~/logs/egress.log"
 	} {
 		c, err := ParseConfig([]byte(text), "sandbox.toml")
 		testenv.Must(t, err)
-		if _, err := EgressPolicy(c, "claude", "/home/ada"); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ConfigPath) {
+		if _, err := EgressPolicy(c, "claude", "/home/ada", nil); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ConfigPath) {
 			t.Errorf("%q: %v, want an error naming %s and %s", text, err, want, ConfigPath)
 		}
+	}
+}
+
+// JailConfig: an egress_upstream URL with credentials is rewritten to
+// "env" in the jail's copy of sandbox.toml, the rest kept; without
+// credentials nothing is rewritten; a key it cannot rewrite refuses.
+func TestJailConfigHidesUpstreamCredentials(t *testing.T) {
+	raw := "egress = \"allowlist\"\n  egress_upstream = \"http://ada:s3cr%40t@proxy.corp:8080\"\nhost_ports = [4000]\n"
+	out, err := JailConfig([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "s3cr") || strings.Contains(out, "ada") || !strings.Contains(out, "egress = \"allowlist\"\n") || !strings.Contains(out, "host_ports = [4000]") {
+		t.Errorf("the jail's sandbox.toml:\n%s", out)
+	}
+	if c, err := ParseConfig([]byte(out), ConfigPath); err != nil || c.EgressUpstream != "env" {
+		t.Errorf("the jail's copy parses as %+v, %v", c, err)
+	}
+	for _, keep := range []string{"egress_upstream = \"http://proxy.corp:8080\"\n", "egress = \"off\"\n", ""} {
+		if out, err := JailConfig([]byte(keep)); out != "" || err != nil {
+			t.Errorf("%q: rewritten to %q, %v", keep, out, err)
+		}
+	}
+	if _, err := JailConfig([]byte("egress_upstream = \"\"\"\nhttp://ada:s3cret@proxy.corp:8080\"\"\"\n")); err == nil || !strings.Contains(err.Error(), "one line of its own") {
+		t.Errorf("a multi-line key: %v", err)
 	}
 }

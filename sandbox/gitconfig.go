@@ -12,19 +12,11 @@ import (
 // Gitconfig is the curated global git configuration of the jail: the host
 // user's identity so that commits work, and no credential helper unless a
 // forge is enabled in sandbox.toml (then only that forge's CLI, for that
-// forge's host). Nothing else of the host's configuration (aliases,
+// forge's host), and the host's URL rewrites and CA files
+// (gitHostSettings). Nothing else of the host's configuration (aliases,
 // includes, hooksPath, core.fsmonitor, ...) can run a command.
 func Gitconfig(home string, forges []string) []byte {
-	var name, email string
-	for _, f := range []string{filepath.Join(home, ".config/git/config"), filepath.Join(home, ".gitconfig")} {
-		n, e := gitIdentity(f)
-		if n != "" {
-			name = n
-		}
-		if e != "" {
-			email = e
-		}
-	}
+	name, email := hostGitIdentity(home)
 	var b bytes.Buffer
 	b.WriteString("# Written by cco for this jail; the host's ~/.gitconfig is not visible.\n")
 	if name != "" || email != "" {
@@ -36,6 +28,7 @@ func Gitconfig(home string, forges []string) []byte {
 			b.WriteString("\temail = " + gitQuote(email) + "\n")
 		}
 	}
+	b.Write(gitHostSection(gitHostSettings(home)))
 	hosts := map[string]string{"github": "https://github.com", "gitlab": "https://gitlab.com"}
 	for _, f := range forges {
 		if fg, ok := Forges[f]; ok {
@@ -43,6 +36,21 @@ func Gitconfig(home string, forges []string) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// hostGitIdentity is the user's user.name and user.email, from
+// ~/.config/git/config and then ~/.gitconfig (the later wins, as in git).
+func hostGitIdentity(home string) (name, email string) {
+	for _, f := range []string{filepath.Join(home, ".config/git/config"), filepath.Join(home, ".gitconfig")} {
+		n, e := gitIdentity(f)
+		if n != "" {
+			name = n
+		}
+		if e != "" {
+			email = e
+		}
+	}
+	return name, email
 }
 
 // gitIdentity reads user.name and user.email from one git config file: only

@@ -68,8 +68,10 @@ func makeStandIns(ins []Placeholder) error {
 }
 
 // toolchainTrees binds the home_read_only trees that exist, read-only, and
-// masks the credential files known to live in them. It returns the trees
-// it bound (absolute). A tree that is, or lies below, a link refuses.
+// masks the credential files in them, found by name at any depth within
+// the walk's budget (a part the budget leaves unsearched is named in a
+// note). It returns the trees it bound (absolute). A tree that is, or lies
+// below, a link refuses.
 func (pl *planner) toolchainTrees(rels []string) ([]string, error) {
 	var bound, boundRel []string
 	for _, rel := range rels {
@@ -89,31 +91,42 @@ func (pl *planner) toolchainTrees(rels []string) ([]string, error) {
 		bound, boundRel = append(bound, p), append(boundRel, rel)
 	}
 	for _, pat := range toolchains.Masks(boundRel) {
-		dir := strings.HasSuffix(pat, "/")
 		matches, _ := filepath.Glob(filepath.Join(pl.home, strings.TrimSuffix(pat, "/")))
 		for _, m := range matches {
-			if r, err := filepath.EvalSymlinks(m); err == nil && r != m {
-				// A link shows its target, which is masked where the
-				// jail sees it; elsewhere the link points at nothing.
-				if !under(r, bound) {
-					continue
-				}
-				m = r
-			}
-			fi, err := os.Stat(m)
-			switch {
-			case err != nil:
-			case fi.IsDir() && dir:
+			if fi, err := os.Lstat(m); err == nil && fi.IsDir() {
 				pl.s.Masks = append(pl.s.Masks, Mask{Path: m, Kind: MaskDir})
-			case fi.Mode().IsRegular():
-				// An empty file, rather than /dev/null's EACCES: the tool
-				// reads no secret and still starts.
-				pl.s.HomeReadOnly = append(pl.s.HomeReadOnly, Bind{Dst: m, Data: []byte{}})
 			}
 		}
 	}
+	found := toolchains.Scan(bound, scanBudget)
+	masked := map[string]bool{}
+	for _, f := range found.Found {
+		m := f.Path
+		if f.Link {
+			// A link shows its target, which is masked where the jail
+			// sees it; elsewhere the link points at nothing.
+			r, err := filepath.EvalSymlinks(m)
+			if err != nil || !under(r, bound) {
+				continue
+			}
+			m = r
+		}
+		if fi, err := os.Stat(m); err == nil && fi.Mode().IsRegular() && !masked[m] {
+			masked[m] = true
+			// The empty form of the file, rather than /dev/null's EACCES:
+			// the tool reads no secret and still starts.
+			pl.s.HomeReadOnly = append(pl.s.HomeReadOnly, Bind{Dst: m, Data: []byte(toolchains.StandIn(f.Name))})
+		}
+	}
+	if u := found.Unsearched; len(u) > 0 {
+		pl.pr.Notes = append(pl.pr.Notes, fmt.Sprintf("the toolchain trees hold more than %d entries, so %d of their directories are shown without being searched for credential files, %s first (fix: name fewer trees in home_read_only in %s)",
+			scanBudget, len(u), toolchains.Rel(pl.home, u[0]), ConfigPath))
+	}
 	return bound, nil
 }
+
+// scanBudget is the credential walk's bound (a test lowers it).
+var scanBudget = toolchains.Budget
 
 // cachePlaces shows the agent's cache tree at ~/.cache and links each
 // tool's default place into it. A place inside a bound toolchain tree
@@ -212,75 +225,4 @@ func agentEnv(p *agent.Profile, environ []string) (pass []string, dropped []stri
 // not p's own).
 func isOthersCredential(p *agent.Profile, k string) bool {
 	return !slices.Contains(p.Credentials, k) && !slices.Contains(p.ProviderEnv, k) && slices.Contains(p.OthersCredentials(), k)
-}
-
-// makeCacheDirs creates the agent's cache tree (mode 0700) and its
-// directories, none through a link: a link on the way to the tree refuses
-// the launch, and a link or file a session left in the tree in place of
-// one of its directories is removed and the directory made again (the
-// tree is cco's; nothing else belongs there).
-func makeCacheDirs(home string, dirs []string) error {
-	if len(dirs) == 0 {
-		return nil
-	}
-	root := dirs[0]
-	fd, err := unix.Openat2(unix.AT_FDCWD, root, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		if err := mkdirNoFollow(home, root); err != nil {
-			return fmt.Errorf("creating the cache directory %s: %w (fix: remove what is in the way, or set caches = \"session\" in %s)", root, err, ConfigPath)
-		}
-		if fd, err = unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
-			return fmt.Errorf("opening the cache directory %s: %w", root, err)
-		}
-	}
-	defer unix.Close(fd)
-	for _, d := range dirs[1:] {
-		name := filepath.Base(d)
-		var st unix.Stat_t
-		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			continue
-		}
-		if err == nil {
-			unix.Unlinkat(fd, name, 0)
-		}
-		if err := unix.Mkdirat(fd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("creating the cache directory %s: %w", d, err)
-		}
-	}
-	return nil
-}
-
-// mkdirNoFollow makes d and the directories between base and it, mode
-// 0700, refusing a link or a non-directory at any of them.
-func mkdirNoFollow(base, d string) error {
-	rel, err := filepath.Rel(base, d)
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("%s is not below %s", d, base)
-	}
-	fd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	for _, c := range strings.Split(rel, "/") {
-		err := unix.Mkdirat(fd, c, 0o700)
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			unix.Close(fd)
-			return err
-		}
-		next, err := unix.Openat(fd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			return &fs.PathError{Op: "mkdir", Path: d, Err: errors.New("a symbolic link or a file is in the way")}
-		}
-		if err != nil {
-			return err
-		}
-		fd = next
-	}
-	unix.Close(fd)
-	return nil
 }

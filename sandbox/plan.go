@@ -15,6 +15,8 @@ import (
 	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/sshagent"
+	"github.com/cco-dev/cco/sandbox/trust"
 )
 
 // SystemRoot prefixes every system path the shadow reads or runs (vendor
@@ -51,6 +53,10 @@ type Launch struct {
 	Session string
 	// Args are the user's arguments.
 	Args []string
+	// Selftest starts cco's probe (`sandbox-helper selftest`, package
+	// selftest) with Args in place of the vendor binary: the jail is the
+	// agent's in every other respect (`cco-install verify`).
+	Selftest bool
 	// Direct makes the vendor binary bwrap's command, without the in-jail
 	// helper: for a launch with no terminal and nothing else for the
 	// helper to do (it saves a process start). It is ignored when a proxy
@@ -73,6 +79,18 @@ type Launch struct {
 	// bwrap holds the agent (--block-fd); otherwise the helper makes it and
 	// hands it back, then becomes the agent.
 	HostEndpoint bool
+	// HostPorts are the host loopback ports the jail reaches on its own
+	// loopback (the egress policy's HostPorts): each gets a listener there
+	// beside the endpoint's (docs/adr/0131-host-loopback-ports.md).
+	HostPorts []int
+	// SSHHosts, with ssh_agent on, are the hosts the jail's ssh reaches
+	// (sandbox/sshagent); SSHAgentSocket is the user's agent socket, when
+	// it is usable.
+	SSHHosts       []string
+	SSHAgentSocket string
+	// JailConfig, when set, is the sandbox.toml the jail shows in place of
+	// the host's (JailConfig: without the upstream proxy's credentials).
+	JailConfig string
 	// Stdin, Stdout and Stderr are the agent's (nil: this process's).
 	Stdin, Stdout, Stderr *os.File
 	// Messages is where Start and Wait write the launch's own lines
@@ -110,6 +128,9 @@ type Prep struct {
 	// Watched are state files whose command-bearing entries are compared
 	// before and after the session.
 	Watched []string
+	// Trust are the agent's trust lists, put back after the session to
+	// their values at launch (sandbox/trust).
+	Trust []trust.List
 	// Protected are the host paths bound read-only or onto themselves:
 	// each must name the same inode after the session as at its start.
 	Protected []string
@@ -117,7 +138,8 @@ type Prep struct {
 	// post-session audit watches.
 	Repos []string
 	// AgentDirs are the subdirectories of the workspace that hold an
-	// agent's project config (workspace.Find), watched by the audit.
+	// agent's project config or a file a host tool loads on its own
+	// (workspace.Find), watched by the audit.
 	AgentDirs []string
 	// CacheDirs are the agent's cache tree and its directories, created
 	// (mode 0700) when missing.
@@ -139,7 +161,7 @@ var protectedSystem = []string{"/etc", "/usr", "/var/lib/cco", "/boot", "/proc",
 
 // protectedHome are the home's trees that hold credentials or cco's own
 // bookkeeping: every agent's login directories among them.
-var protectedHome = append([]string{".ssh", ".aws", ".gnupg", ".local/state/cco", caches.Root}, agent.LoginDirs()...)
+var protectedHome = append([]string{".ssh", ".aws", ".config/gcloud", ".gnupg", ".local/state/cco", caches.Root}, agent.LoginDirs()...)
 
 // Plan decides the jail for one launch: the Spec and the host-side work
 // that must happen before bwrap runs. It reads the filesystem but changes
@@ -266,6 +288,15 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	for _, w := range p.Watched {
 		pr.Watched = append(pr.Watched, filepath.Join(home, w))
 	}
+	for _, tl := range p.Trust {
+		// The agent's own trust dialog in the jail trusts the workspace:
+		// that stays (sandbox/trust).
+		var allow []string
+		if !noWorkspace && ws != "" {
+			allow = []string{ws}
+		}
+		pr.Trust = append(pr.Trust, trust.List{Agent: p.Name, Home: home, File: tl.File, Keys: tl.Keys, Allow: allow})
+	}
 
 	mode := l.Egress
 	switch mode {
@@ -281,12 +312,28 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			// namespace; the socket stays bound for what speaks to the
 			// proxy directly.
 			s.Env = append(s.Env, spawn.ProxyEnv()...)
+			s.HostPorts = l.HostPorts
 			s.endpoint = endpointHelper
 			if l.Direct {
 				s.endpoint = endpointLauncher
 			}
 		}
 		s.EgressSocket = l.EgressSocket
+		if l.SSHHosts != nil {
+			// ssh_agent: the jail's ssh config and the host's known
+			// hosts, read-only; the agent's socket at a private path.
+			known := filepath.Join(home, ".ssh/known_hosts")
+			s.HomeReadOnly = append(s.HomeReadOnly,
+				Bind{Dst: filepath.Join(home, ".ssh/config"), Data: []byte(sshagent.Config(SystemRoot+HelperPath, l.SSHHosts, known))},
+				Bind{Src: known, Dst: known, Try: true})
+			// git's ssh reads that config even where the password
+			// database's home is not HOME.
+			s.Env = append(s.Env, "GIT_SSH_COMMAND=ssh -F "+filepath.Join(home, ".ssh/config"))
+			if l.SSHAgentSocket != "" {
+				s.SSHAgentSocket = l.SSHAgentSocket
+				s.Env = append(s.Env, "SSH_AUTH_SOCK="+sshagent.SocketPath)
+			}
+		}
 		// Beside the socket are the user's other sessions' sockets (and
 		// the shadow's own bookkeeping): hidden, where no private tmpfs
 		// (/tmp's) covers them already.
@@ -296,12 +343,16 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 	default:
 		return nil, nil, fmt.Errorf("egress %q is not one of public, allowlist, off (fix: correct egress in %s)", mode, ConfigPath)
 	}
+	if l.JailConfig != "" {
+		s.ReadOnly = append(s.ReadOnly, Bind{Dst: SystemRoot + ConfigPath, Data: []byte(l.JailConfig)})
+	}
 	s.UnshareNet = true
 	s.Private = append(s.Private, devShm)
 	s.Masks = append(s.Masks, socketMasks(s)...)
 
 	// The environment last: PATH keeps what the jail shows.
-	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + jailPATH(s, l.Environ),
+	path := jailPATH(s, l.Environ)
+	env := []string{"HOME=" + home, "USER=" + l.User, "LOGNAME=" + l.User, "PATH=" + path,
 		"SHELL=/bin/bash", "GIT_CONFIG_SYSTEM=/dev/null"}
 	env = append(env, p.Env...)
 	if p.ConfigDirEnv != "" {
@@ -314,6 +365,14 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 			env = append(env, kv)
 		}
 	}
+	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions, Root: l.UID == 0}
+	args := p.Args(l.Args, opts)
+	env, set, err := pl.hostEnv(l, env, opts, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	dropped = slices.DeleteFunc(dropped, func(k string) bool { return slices.Contains(set, k) })
+	s.EtcProfile = loginProfile(path)
 	s.Env = append(env, s.Env...)
 	if len(dropped) > 0 {
 		pr.Notes = append(pr.Notes, fmt.Sprintf("not passing %s into %s's jail: %s another agent's login",
@@ -329,9 +388,11 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		return nil, nil, err
 	}
 
-	opts := agent.Options{SkipPermissions: l.Config.ClaudeSkipPermissions}
 	// The profile's interpreter, when it has one, runs the vendor's script.
-	cmd := append(p.Command(SystemRoot), p.Args(l.Args, opts)...)
+	cmd := append(p.Command(SystemRoot), args...)
+	if l.Selftest {
+		cmd = append([]string{SystemRoot + HelperPath, "selftest", "--"}, l.Args...)
+	}
 	if direct {
 		s.Command = cmd
 	} else {

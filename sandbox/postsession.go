@@ -11,6 +11,7 @@ import (
 
 	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/sandbox/saferead"
+	"github.com/cco-dev/cco/sandbox/trust"
 	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
@@ -27,7 +28,13 @@ func (s *Session) watch(pr *Prep) {
 		}
 	}
 	s.protected = workspace.StampProtected(pr.Protected)
+	s.trust = trust.Take(pr.Trust)
 }
+
+// RestoreTrust puts each trust key of the agent's state that the session
+// changed back to its value at launch, keeping the rest of the file (the
+// login's refresh), and says so in one line per file (sandbox/trust).
+func (s *Session) RestoreTrust() []string { return s.trust.Restore() }
 
 // Tampered lists each protected path that something replaced, renamed or
 // removed during the session.

@@ -45,8 +45,10 @@ func TestTampered(t *testing.T) {
 
 // TestSourcedFilesWarned: after the session, each file that a host tool
 // reads on its own (direnv's .envrc and its .envrc.local, npm's .npmrc,
-// VS Code's tasks) and that the session created or changed gets a warning,
-// in the workspace and in a nested repository; one left alone does not.
+// VS Code's tasks) and that the session created or changed so that it
+// runs something gets a warning naming it, in the workspace and in a
+// nested repository; one left alone does not, nor an inert one (an
+// .env.example of URLs, an empty settings.json).
 func TestSourcedFilesWarned(t *testing.T) {
 	f := newFixture(t)
 	nested := f.ws + "/lib/dep"
@@ -59,9 +61,16 @@ func TestSourcedFilesWarned(t *testing.T) {
 	testenv.Must(t, os.WriteFile(f.ws+"/.envrc.local", []byte("evil\n"), 0o644))
 	testenv.Must(t, os.WriteFile(f.ws+"/.npmrc", []byte("node-options=--require /tmp/evil.js\n"), 0o644))
 	testenv.Must(t, os.MkdirAll(nested+"/.vscode", 0o755))
-	testenv.Must(t, os.WriteFile(nested+"/.vscode/tasks.json", []byte("{}"), 0o644))
+	testenv.Must(t, os.WriteFile(nested+"/.vscode/tasks.json", []byte(`{"tasks":[{"label":"t","command":"evil","runOptions":{"runOn":"folderOpen"}}]}`), 0o644))
+	testenv.Must(t, os.WriteFile(nested+"/.vscode/settings.json", []byte("{}"), 0o644))
+	testenv.Must(t, os.WriteFile(f.ws+"/.env.example", []byte("API_URL=x\n"), 0o644))
 	got := strings.Join(s.Added(), "\n")
-	for _, want := range []string{f.ws + "/.envrc.local:", f.ws + "/.npmrc:", nested + "/.vscode/tasks.json:"} {
+	for _, quiet := range []string{nested + "/.vscode/settings.json", f.ws + "/.env.example"} {
+		if strings.Contains(got, quiet) {
+			t.Errorf("a warning for the inert %s:\n%s", quiet, got)
+		}
+	}
+	for _, want := range []string{f.ws + "/.envrc.local: direnv", f.ws + "/.npmrc: npm and pnpm run these at every command here: node-options=--require /tmp/evil.js", nested + "/.vscode/tasks.json: VS Code runs these when the folder opens: task \"t\""} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no warning for %s in:\n%s", want, got)
 		}

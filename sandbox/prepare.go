@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/cco-dev/cco/sandbox/caches"
 	"github.com/cco-dev/cco/sandbox/saferead"
+	"github.com/cco-dev/cco/sandbox/trust"
 	"github.com/cco-dev/cco/sandbox/workspace"
 )
 
@@ -35,6 +37,8 @@ type Session struct {
 	snap *workspace.Snapshot
 	// protected are Prep.Protected's inodes once the placeholders exist.
 	protected workspace.Protected
+	// trust are the agent's trust lists at launch.
+	trust *trust.Snapshot
 	// launched is the running jail, for a Session that Start made.
 	*launched
 }
@@ -57,9 +61,11 @@ func Prepare(home, runtime string, pr *Prep) (*Session, error) {
 			return nil, fmt.Errorf("creating the login directory %s: %w", d, err)
 		}
 	}
-	if err := makeCacheDirs(home, pr.CacheDirs); err != nil {
+	notes, err := caches.Ensure(home, os.Geteuid(), pr.CacheDirs, ConfigPath)
+	if err != nil {
 		return nil, err
 	}
+	pr.Notes = append(pr.Notes, notes...)
 	if err := makeStandIns(pr.StandIns); err != nil {
 		return nil, err
 	}

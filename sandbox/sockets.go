@@ -183,14 +183,21 @@ func (s *Spec) hostVisible(p string) bool {
 }
 
 // DropVanishedSockets drops the masks of host sockets that are no longer
-// there (an unbound socket is not connectable), and reports whether it
-// dropped any.
+// there (an unbound socket is not connectable), and of other users' homes
+// removed meanwhile, and reports whether it dropped any: bwrap would fail
+// to make a mount point for either on the read-only root.
 func (s *Spec) DropVanishedSockets() bool {
 	kept := s.Masks[:0]
 	dropped := false
 	for _, m := range s.Masks {
 		if m.Socket {
 			if fi, err := os.Lstat(m.Path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+				dropped = true
+				continue
+			}
+		}
+		if m.OtherHome {
+			if fi, err := os.Lstat(m.Path); err != nil || !fi.IsDir() {
 				dropped = true
 				continue
 			}

@@ -8,8 +8,10 @@ package sandbox
 import (
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cco-dev/cco/internal/paths"
+	"github.com/cco-dev/cco/sandbox/sshagent"
 )
 
 // Bind is one bind mount: Src on the host at Dst inside the jail. A
@@ -63,6 +65,9 @@ type Mask struct {
 	// the jail is built is dropped (DropVanishedSockets), since bwrap
 	// would otherwise make a file at its path, or fail to.
 	Socket bool
+	// OtherHome marks the mask of another user's home, dropped the same
+	// way when the home goes away (a userdel -r while the jail is built).
+	OtherHome bool
 }
 
 // Spec is everything that decides the bwrap argv. It is plain data:
@@ -139,9 +144,18 @@ type Spec struct {
 	// read-only at the fixed EgressSocket inside: after the /tmp and /run
 	// tmpfs that would cover it. "" when no proxy runs.
 	EgressSocket string
+	// SSHAgentSocket is the user's ssh-agent socket, bound at
+	// sshagent.SocketPath (ssh_agent).
+	SSHAgentSocket string
+	// HostPorts are the host loopback ports whose listeners the endpoint's
+	// maker makes beside it in the jail (Launch.HostPorts).
+	HostPorts []int
 	// Marker is the jail marker's content, bound read-only at MarkerPath,
 	// last (from a descriptor: nothing of it is on the host).
 	Marker []byte
+	// EtcProfile, when set, is the jail's /etc/profile (loginProfile),
+	// bound read-only after the marker.
+	EtcProfile []byte
 	// Chdir is the working directory inside.
 	Chdir string
 	// Command is what bwrap runs.
@@ -326,8 +340,16 @@ func (s *Spec) argv(d donor) []string {
 	if s.EgressSocket != "" {
 		a = append(a, "--ro-bind", s.EgressSocket, EgressSocket)
 	}
+	if s.SSHAgentSocket != "" {
+		// Checked by the launcher (sshagent.CheckSocket): a socket of the
+		// user's, no link. Root's view maps its directory (rootview.Trees).
+		a = append(a, "--ro-bind", s.SSHAgentSocket, sshagent.SocketPath)
+	}
 	if s.Marker != nil {
 		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(s.Marker)), MarkerPath)
+	}
+	if s.EtcProfile != nil {
+		a = append(a, "--perms", "0444", "--ro-bind-data", strconv.Itoa(d.dataFile(s.EtcProfile)), "/etc/profile")
 	}
 	if s.Chdir != "" {
 		a = append(a, "--chdir", s.Chdir)
@@ -336,6 +358,13 @@ func (s *Spec) argv(d donor) []string {
 	var helper []string
 	if fd := d.handback(); fd > 0 {
 		helper = append(helper, "--endpoint-fd", strconv.Itoa(fd))
+		if len(s.HostPorts) > 0 {
+			ports := make([]string, len(s.HostPorts))
+			for i, n := range s.HostPorts {
+				ports[i] = strconv.Itoa(n)
+			}
+			helper = append(helper, "--host-ports", strings.Join(ports, ","))
+		}
 	}
 	if s.Terminal {
 		if fd := d.tty(); fd > 0 {
@@ -430,6 +459,9 @@ func DataFiles(s *Spec) [][]byte {
 	})
 	if s.Marker != nil {
 		out = append(out, s.Marker)
+	}
+	if s.EtcProfile != nil {
+		out = append(out, s.EtcProfile)
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/pty"
 	"github.com/cco-dev/cco/sandbox/saferead"
 	"github.com/cco-dev/cco/sandbox/seccomp"
+	"github.com/cco-dev/cco/sandbox/sshagent"
 	"github.com/cco-dev/cco/sandbox/supervise"
 )
 
@@ -117,21 +119,49 @@ func Start(l *Launch) (*Session, error) {
 		}
 		l.Home, l.User, l.UID = home, name, os.Getuid()
 	}
-	pol, err := EgressPolicy(l.Config, p.Name, l.Home)
+	if l.Environ == nil {
+		l.Environ = os.Environ()
+	}
+	pol, err := EgressPolicy(l.Config, p.Name, l.Home, l.Environ)
 	if err != nil {
 		return nil, cannotBuild(err)
 	}
+	l.HostPorts = pol.HostPorts
+	if raw, err := os.ReadFile(SystemRoot + ConfigPath); err == nil {
+		if l.JailConfig, err = JailConfig(raw); err != nil {
+			return nil, cannotBuild(err)
+		}
+	}
 	if l.Session == "" {
 		l.Session = sessionID()
-	}
-	if l.Environ == nil {
-		l.Environ = os.Environ()
 	}
 	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Messages, euid: euid, engine: kind}
 	if pol.Mode == policy.ModeOff {
 		fmt.Fprint(l.Messages, policy.OffBanner())
 	} else if r.px, err = spawn.Start(SystemRoot+ProxyPath, pol, l.Session, saferead.ReadCapped); err != nil {
 		return nil, &LaunchError{Code: ExitCannotRun, Msg: fmt.Sprintf("not starting %s: %v", p.Name, err)}
+	}
+	if pol.Mode != policy.ModeOff && l.Config.SSHAgent {
+		l.SSHHosts = pol.SSHHosts
+		sock := ""
+		for _, kv := range l.Environ {
+			if v, ok := strings.CutPrefix(kv, "SSH_AUTH_SOCK="); ok {
+				sock = v
+			}
+		}
+		if err := sshagent.CheckSocket(sock, os.Geteuid()); err != nil {
+			fmt.Fprintf(l.Messages, "cco: %s\n", safetext.Escape(err.Error()))
+			sock = ""
+		}
+		if sock != "" {
+			// Beside the egress socket: the jail's private agent socket.
+			relay := strings.TrimSuffix(r.px.Socket, ".sock") + ".ssh.sock"
+			if r.sshRelay, err = sshagent.StartRelay(relay, sock); err != nil {
+				r.stopProxy()
+				return nil, cannotBuild(err)
+			}
+			l.SSHAgentSocket = relay
+		}
 	}
 	s, err := r.plan(l, pol.Mode)
 	if err != nil {
@@ -152,8 +182,9 @@ type launched struct {
 	stderr      io.Writer
 	euid        int
 	engine      engine.Kind
-	px          *spawn.Proxy // nil with egress off
-	helper      bool         // the agent starts through the in-jail helper
+	px          *spawn.Proxy    // nil with egress off
+	sshRelay    *sshagent.Relay // ssh_agent's socket for the jail, or nil
+	helper      bool            // the agent starts through the in-jail helper
 	spec        *Spec
 	stdio       [3]*os.File
 	don         *donation
@@ -333,6 +364,9 @@ func (s *Session) Wait() int {
 	for _, t := range s.Tampered() {
 		fmt.Fprintf(s.stderr, "cco: WARNING: %s was replaced, moved or removed during the session: it is not the file the jail protected (check it before running git or %s there)\n", t, s.name)
 	}
+	for _, r := range s.RestoreTrust() {
+		fmt.Fprintf(s.stderr, "cco: WARNING: %s\n", r)
+	}
 	for _, a := range s.Added() {
 		fmt.Fprintf(s.stderr, "\ncco: WARNING: this session added a command that runs outside the jail:\n  %s\n  Remove it unless you added it yourself.\n", safetext.Escape(a))
 	}
@@ -370,9 +404,9 @@ func (s *launched) wait() int {
 		if d.blockW != nil {
 			j.Up = func(pid int) error {
 				defer d.blockW.Close()
-				ln, err := spawn.ListenIn(pid)
+				lns, err := spawn.ListenIn(pid, s.spec.HostPorts...)
 				if err == nil {
-					err = s.px.Bridge(ln)
+					err = s.px.Bridge(lns...)
 				}
 				return err
 			}
@@ -439,6 +473,7 @@ func (s *launched) wait() int {
 }
 
 func (s *launched) stopProxy() {
+	s.sshRelay.Close()
 	if s.px != nil {
 		s.px.Stop()
 	}

@@ -101,7 +101,7 @@ func (pl *planner) hidden(hide []string) error {
 		if fi, err := os.Lstat(h); err != nil || !fi.IsDir() || holds(h) != "" || under(h, pl.s.Private) {
 			continue
 		}
-		pl.s.Masks = append(pl.s.Masks, Mask{Path: h, Kind: MaskDir})
+		pl.s.Masks = append(pl.s.Masks, Mask{Path: h, Kind: MaskDir, OtherHome: true})
 	}
 	return nil
 }

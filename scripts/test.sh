@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 #   nodejs: Gemini CLI's Node (20 or later) and npm, which fetches the real agents' packs
 #   strace python3: the workloads that must still run under the jail's seccomp program
 #     (strace follows a child with ptrace; python3 starts threads and a subprocess)
-want=(bubblewrap iproute2 curl git mmdebstrap zstd ansible-core ansible rpm createrepo-c apt-utils gpgv nodejs strace python3)
+#   mercurial: the host's hg, which runs a planted .hg/hgrc's hooks (the audit's host verdict)
+want=(bubblewrap iproute2 curl git mmdebstrap zstd ansible-core ansible rpm createrepo-c apt-utils gpgv nodejs strace python3 mercurial)
 need=()
 for p in "${want[@]}"; do
   dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || need+=("$p")

@@ -8,6 +8,7 @@ package userns
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,11 +16,16 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cco-dev/cco/internal/sysbin"
 	"github.com/cco-dev/cco/provision"
 )
 
 // ProfilePath is cco's AppArmor profile for bwrap.
 const ProfilePath = "/etc/apparmor.d/cco-bwrap"
+
+// BwrapPath is the bubblewrap the profile covers and the probe runs: the
+// jail's own (sandbox.BwrapPath), by absolute path, never root's PATH.
+const BwrapPath = "/usr/bin/bwrap"
 
 // Profile lets /usr/bin/bwrap create user namespaces (the same grant as
 // Ubuntu's own bwrap-userns-restrict, without its confinement of the child).
@@ -28,7 +34,7 @@ const Profile = `# Written by cco-install: lets bubblewrap create the user names
 abi <abi/4.0>,
 include <tunables/global>
 
-profile cco-bwrap /usr/bin/bwrap flags=(unconfined) {
+profile cco-bwrap ` + BwrapPath + ` flags=(unconfined) {
   userns,
 
   include if exists <local/cco-bwrap>
@@ -52,7 +58,8 @@ var RealHost = Host{
 		return err == nil && strings.TrimSpace(string(b)) == "1"
 	},
 	Probe: func() error {
-		cmd := exec.Command("bwrap", "--unshare-user", "--ro-bind", "/", "/", "true")
+		cmd := exec.Command(BwrapPath, "--unshare-user", "--ro-bind", "/", "/", "true")
+		cmd.Env = sysbin.Environ(nil)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -62,7 +69,11 @@ var RealHost = Host{
 		return nil
 	},
 	Load: func(p string) error {
-		out, err := exec.Command("apparmor_parser", "-r", p).CombinedOutput()
+		cmd, err := sysbin.Command(context.Background(), "apparmor_parser", "-r", p)
+		if err != nil {
+			return fmt.Errorf("loading %s: %w (fix: apt-get install apparmor)", p, err)
+		}
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("apparmor_parser -r %s: %v: %s", p, err, strings.TrimSpace(string(out)))
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/provision/provisiontest"
+	"github.com/cco-dev/cco/sandbox"
 )
 
 type fakeHost struct {
@@ -108,5 +109,42 @@ func TestStagedRootIsNotProbed(t *testing.T) {
 	steps, _ := Steps(provisiontest.Run(t, t.TempDir()).ReadOnly(), Options{SameKernel: false, Host: f.host()})
 	if len(steps) != 0 || f.probes != 0 {
 		t.Fatalf("a staged root runs on another kernel: steps %v, probes %d", steps, f.probes)
+	}
+}
+
+// TestRealHostRunsNothingPlanted: with a bwrap and an apparmor_parser
+// planted first on root's PATH, the probe and the load run the system's
+// (or report that there is none), never the planted ones.
+func TestRealHostRunsNothingPlanted(t *testing.T) {
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	for _, n := range []string{"bwrap", "apparmor_parser"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("#!/bin/sh\necho \"$0\" >> "+ran+"\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	if os.Geteuid() == 0 {
+		// As nobody the probe needs bwrap itself; its verdict is the
+		// machine's, what matters is which bwrap ran.
+		_ = RealHost.Probe()
+	}
+	err := RealHost.Load(filepath.Join(dir, "no-such-profile"))
+	if err == nil {
+		t.Errorf("loading a missing profile succeeded: a planted apparmor_parser ran")
+	}
+	if b, err := os.ReadFile(ran); err == nil {
+		t.Errorf("PLANTED: ran %s", b)
+	}
+	if !strings.Contains(Profile, "profile cco-bwrap "+BwrapPath+" ") {
+		t.Errorf("the profile does not name %s", BwrapPath)
+	}
+}
+
+// TestBwrapPathIsTheJails: the profile covers, and the probe runs, the
+// bubblewrap the jail runs.
+func TestBwrapPathIsTheJails(t *testing.T) {
+	if BwrapPath != sandbox.BwrapPath {
+		t.Errorf("userns.BwrapPath %s, the jail's %s", BwrapPath, sandbox.BwrapPath)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"golang.org/x/sys/unix"
 
+	"github.com/cco-dev/cco/internal/sysbin"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/rootonly"
 )
@@ -22,7 +23,7 @@ import (
 // systemPath is where a Node named by command name is looked for, inside
 // the target root: the system's PATH, not the caller's (sudo and cron
 // differ, and a user's ~/bin must not pick what runs every session).
-var systemPath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+var systemPath = sysbin.Dirs
 
 // jailHidden are the trees a jail does not show as the host has them
 // (sandbox/plan.go): the homes, each replaced by an empty tmpfs, root's

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cco-dev/cco/internal/sysbin"
 )
 
 // Unprivileged is the user npm runs as when cco-install runs as root
@@ -84,17 +86,9 @@ func npmResolve(ctx context.Context, cfg Config, registry string, pkgJSON []byte
 	return b, nil
 }
 
-// systemCommand finds name on the system's PATH (systemPath): the host's,
-// for a tool cco-install runs itself.
-func systemCommand(name string) (string, error) {
-	for _, d := range systemPath {
-		p := d + "/" + name
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("there is no %s on the system PATH (%s)", name, strings.Join(systemPath, ":"))
-}
+// systemCommand finds name in the system's directories (sysbin): the
+// host's, for a tool cco-install runs itself.
+func systemCommand(name string) (string, error) { return sysbin.PathIn(systemPath, name) }
 
 // chownTree gives dir and what is in it to uid (and the same gid), never
 // following a link.

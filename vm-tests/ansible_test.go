@@ -239,6 +239,36 @@ func TestCollection(t *testing.T) {
 		t.Errorf("second run: %d failed, %d changed: %v\n%s", second.stats.Failures, second.stats.Changed, second.changedTasks(), second.out)
 	}
 
+	t.Run("jail verified", func(t *testing.T) {
+		skipIfStandIn(t)
+		putFakeVendors(t, m)
+		strict := map[string]any{"cco_package_file": b.Deb, "cco_agents": []string{}, "cco_require_verified": true}
+		ok := playbook(t, m, collections, enter, site, strict)
+		r := ok.task(provisionTask)
+		if ok.stats.Failures != 0 || r["cco_jail_verified"] != true {
+			t.Fatalf("cco_require_verified on a sound host: failures %d, cco_jail_verified %v, cco_jail_failed %v\n%s", ok.stats.Failures, r["cco_jail_verified"], r["cco_jail_failed"], ok.out)
+		}
+		// The operator's escape hatch lets an unwrapped agent's prompts
+		// through: the guard check fails, and so does the strict play.
+		hatch := filepath.Join(m.Root, "/etc/cco/allow-unwrapped")
+		if err := os.WriteFile(hatch, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(hatch)
+		bad := playbook(t, m, collections, enter, site, strict)
+		r = bad.task(provisionTask)
+		if !r.flag("failed") || r["cco_jail_verified"] != false || !strings.Contains(fmt.Sprint(r["cco_jail_failed"]), "guard.outside") {
+			t.Fatalf("a tampered host passed cco_require_verified: %v\n%s", r, bad.out)
+		}
+		if msg := r.text("msg"); !strings.Contains(msg, "guard.outside") || !strings.Contains(msg, "fix:") {
+			t.Errorf("the failed verify's msg names no check and fix: %q", msg)
+		}
+		loose := playbook(t, m, collections, enter, site, vars)
+		if loose.stats.Failures != 0 || loose.task(provisionTask)["cco_jail_verified"] != false {
+			t.Errorf("without cco_require_verified the verdict is reported, not a failure: %v\n%s", loose.task(provisionTask), loose.out)
+		}
+	})
+
 	if err := os.Remove(filepath.Join(m.Root, "/usr/local/bin/codex")); err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,10 @@ import (
 	"github.com/cco-dev/cco/managed"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/userns"
 	"github.com/cco-dev/cco/vendorfetch"
+	"github.com/cco-dev/cco/verify"
 )
 
 // printConfig shows every key's effective value and where it came from; a
@@ -108,6 +110,20 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		rep.AddFinding(p)
 	}
 	st.Notes = append(st.Notes, engineNote())
+	if v.Root.IsHost() && !image {
+		// What preflight does not refuse on is still said: a cause status
+		// can name (AppArmor's restriction uncovered) is a finding, a
+		// weaker layer or the fallback engine a warning.
+		for _, f := range hostFindings(v.Root) {
+			switch {
+			case f.Blocking:
+			case f.ID == "preflight.apparmor_userns":
+				rep.AddFinding(provision.Finding{ID: f.ID, Detail: f.Cause, Fix: f.Fix})
+			default:
+				st.Warnings = append(st.Warnings, f.Cause+" (fix: "+f.Fix+")")
+			}
+		}
+	}
 	if !provision.IsRoot() {
 		st.Notes = append(st.Notes, unreadableHomes(v.Root, statusUsers(v.Root, cfg, rc), "sudo cco-install status")...)
 	}
@@ -167,7 +183,11 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 		}
 	}
 	st.Agents = agentStatus(root, rc, rep, vendor)
-	st.Egress = egressMode(root, rep, reported)
+	st.Egress, st.EgressUpstream = egressMode(root, rep, reported, os.Environ())
+	st.Warnings = append(st.Warnings, allowlistWarnings(root, st.Agents)...)
+	if st.JailVerified, err = jailVerified(root, rc); err != nil {
+		st.Warnings = append(st.Warnings, err.Error())
+	}
 	for _, a := range st.Agents {
 		// A jail-only agent has no guard to be active: not drift.
 		if !a.GuardActive && a.Guard != string(managed.JailOnly) && installed && !reported[a.GuardPath] {
@@ -198,8 +218,11 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	egressLine := "egress: " + st.Egress
 	if st.Egress == "off" {
 		egressLine += " (no network at all for the agents: set by the operator in " + sandbox.ConfigPath + ")"
+	} else if st.EgressUpstream != "" {
+		egressLine += "; upstream: " + st.EgressUpstream
 	}
 	safetext.Linef(stdout, "%s", egressLine)
+	safetext.Linef(stdout, "jail verified: %s", verifiedLine(st.JailVerified))
 	if st.LastUpgrade != "" {
 		safetext.Linef(stdout, "%-8s %s", "note", st.LastUpgrade)
 	}
@@ -253,29 +276,44 @@ type statusDoc struct {
 	// Egress is the jail's network policy from sandbox.toml: public,
 	// allowlist or off ("off" is an operator's choice: reported, not drift).
 	Egress string `json:"egress"`
+	// EgressUpstream is the upstream proxy in effect (egress_upstream,
+	// resolved with this command's environment), without credentials.
+	EgressUpstream string `json:"egress_upstream,omitempty"`
 	// LastUpgrade notes an upgrade that a signal stopped (no drift).
 	LastUpgrade string `json:"last_upgrade,omitempty"`
+	// JailVerified is the last `cco-install verify` kept here and what
+	// changed since; null when the jail was never verified.
+	JailVerified *verify.Status `json:"jail_verified"`
 }
 
 // egressMode reads the jail's network policy; a sandbox.toml that does not
 // parse is drift (every launch refuses it), reported once: the plan's
 // sandbox.config step finds it too when it leaves the file as it is.
-func egressMode(root *provision.Root, rep *provision.StatusReport, reported map[string]bool) string {
-	b, err := root.ReadFile(sandbox.ConfigPath)
-	if err != nil {
-		return "public"
-	}
-	c, err := sandbox.ParseConfig(b, sandbox.ConfigPath)
-	if err != nil {
-		if !reported[sandbox.ConfigPath] {
-			rep.AddFinding(provision.Finding{ID: "sandbox.config", Path: sandbox.ConfigPath, Detail: err.Error(), Fix: sandboxConfigFix})
+// The upstream proxy in effect is egress_upstream resolved with environ
+// (for "env", this command's proxy variables: run it as the user whose
+// sessions it is about), or why it cannot be.
+func egressMode(root *provision.Root, rep *provision.StatusReport, reported map[string]bool, environ []string) (mode, upstream string) {
+	c := &sandbox.Config{}
+	if b, err := root.ReadFile(sandbox.ConfigPath); err == nil {
+		if c, err = sandbox.ParseConfig(b, sandbox.ConfigPath); err != nil {
+			if !reported[sandbox.ConfigPath] {
+				rep.AddFinding(provision.Finding{ID: "sandbox.config", Path: sandbox.ConfigPath, Detail: err.Error(), Fix: sandboxConfigFix})
+			}
+			return "unknown", ""
 		}
-		return "unknown"
 	}
-	if c.Egress == "" {
-		return "public"
+	mode = c.Egress
+	if mode == "" {
+		mode = "public"
 	}
-	return c.Egress
+	if mode == "off" {
+		return mode, ""
+	}
+	u, err := policy.ResolveUpstream(c.EgressUpstream, environ)
+	if err != nil {
+		return mode, "not usable: " + err.Error()
+	}
+	return mode, u.Describe()
 }
 
 type agentLine struct {

@@ -23,6 +23,7 @@ import (
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/provision"
+	"github.com/cco-dev/cco/verify"
 )
 
 func main() {
@@ -60,6 +61,8 @@ type options struct {
 	noAppArmor     bool
 	image          bool
 	installDeps    bool
+	agent          string
+	user           string
 	upgrade        []string
 	rollback       []string
 	allowDowngrade bool
@@ -372,7 +375,28 @@ marked with its line and column, and the rest are still shown (exit 1).`,
 			return nil
 		},
 	}
-	root.AddCommand(status, config, bundle, version, man, completions)
+	verifyCmd := &cobra.Command{
+		Use:   "verify",
+		Short: "prove the jail on this machine: a self-test battery in each installed agent's real jail (exit 3: a check failed)",
+		Long: `verify runs cco's self-test battery in a real jail on this machine, through the
+installed shadow (CCO_SELFTEST=1 makes the shadow start cco's probe, the
+root-owned /usr/libexec/cco/sandbox-helper, instead of the vendor binary), for
+each installed agent or --agent NAME, as the invoking user or, for root,
+--user NAME. Each check prints its id, its verdict and its evidence in one line;
+a failed one names its fix. Root's verdict is kept in
+/var/lib/cco/jail-verified.json, which status reports.
+
+Exit codes: 0 every check holds, 1 the battery could not run, 2 usage error,
+3 a check failed.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.sub = "verify"
+			return runE(ctx, cmd, o, sio)
+		},
+	}
+	verifyCmd.Flags().StringVar(&o.agent, "agent", "", "verify only this agent's jail (default: every installed agent)")
+	verifyCmd.Flags().StringVar(&o.user, "user", "", "run the battery as this account (root only; default: the invoking user)")
+	root.AddCommand(status, config, bundle, version, verifyCmd, man, completions)
 	return root
 }
 
@@ -421,6 +445,8 @@ func dispatch(ctx context.Context, flags *pflag.FlagSet, o *options, sio stdio) 
 		return printConfig(cfg, o, sio.out)
 	case "status":
 		return status(ctx, root, cfg, o, sio.out)
+	case "verify":
+		return verifyJail(ctx, root, o, sio.out, sio.errOut)
 	}
 	if err := cfg.Err(); err != nil {
 		return provision.ExitFailed, linesError{err.Error() + "\n(nothing was changed: fix the configuration, then run again)"}
@@ -508,7 +534,9 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 			}
 		}
 		if !o.dryRun {
-			root.Remove(lastUpgradePath) // not in the receipt: it goes first, so its directory can
+			// Not in the receipt: they go first, so their directory can.
+			root.Remove(lastUpgradePath)
+			root.Remove(verify.RecordPath)
 		}
 		return writeReport(provision.Uninstall(run), o, sio.out)
 	}
@@ -533,6 +561,10 @@ func install(ctx context.Context, root *provision.Root, cfg *Config, o *options,
 		recordUpgrade(root, o.upgrade, rep)
 	}
 	code, err := writeReport(rep, o, sio.out)
+	if !o.dryRun && !image && rep.Failed == 0 && !rep.Interrupted {
+		// A run that changed what the jail is made of proves it again.
+		verifyAfterApply(ctx, root, changedForVerify(rep), sio.errOut)
+	}
 	if first && code == provision.ExitOK && err == nil && !o.dryRun && !o.json && isTerminal(sio.out) {
 		nextSteps(sio.out, run.Receipt)
 	}

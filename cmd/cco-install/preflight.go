@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,8 +11,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cco-dev/cco/hostcheck"
+	"github.com/cco-dev/cco/internal/sysbin"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/userns"
 	"github.com/cco-dev/cco/vendorfetch"
 )
 
@@ -26,6 +30,11 @@ func preflight(root provision.Reader, cfg *Config, image bool) []provision.Findi
 	var out []provision.Finding
 	if root.IsHost() && !image {
 		out = append(out, checkBwrap(root, bwrapVersion)...)
+		for _, f := range hostFindings(root) {
+			if f.Blocking {
+				out = append(out, provision.Finding{ID: f.ID, Detail: f.Cause, Fix: f.Fix})
+			}
+		}
 	}
 	if b := cfg.Bundle; b != "" {
 		if err := vendorfetch.CheckBundle(b); err != nil {
@@ -41,6 +50,23 @@ func preflight(root provision.Reader, cfg *Config, image bool) []provision.Findi
 		out = append(out, provision.Finding{ID: "preflight.shared_login_dir", Detail: fmt.Sprintf("shared_login_dir %q is not an absolute path", d), Fix: "set it to an absolute directory such as /srv/cco-login"})
 	}
 	return out
+}
+
+// hostHost is the machine the host checks read: a test seam.
+var hostHost = func(root provision.Reader) hostcheck.Host {
+	var probe func() error
+	if provision.IsRoot() {
+		// The probe switches to nobody, which only root can.
+		probe = userns.RealHost.Probe
+	}
+	return hostcheck.Real(probe, func() bool { return inContainer(root) })
+}
+
+// hostFindings are the kernel's, the security modules' and the container's
+// causes that keep the jail from being built here, or weaken it
+// (package hostcheck).
+func hostFindings(root provision.Reader) []hostcheck.Finding {
+	return hostcheck.Check(hostHost(root))
 }
 
 // bwrapVersion runs the host's bwrap for its version line.
@@ -118,7 +144,10 @@ func installDeps(root provision.Reader, run func(name string, args ...string) er
 
 func runCommand(stderr *os.File) func(string, ...string) error {
 	return func(name string, args ...string) error {
-		cmd := exec.Command(name, args...)
+		cmd, err := sysbin.Command(context.Background(), name, args...)
+		if err != nil {
+			return err
+		}
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = stderr, &buf
 		if err := cmd.Run(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cco-dev/cco/hostcheck"
 	"github.com/cco-dev/cco/provision"
 	"github.com/cco-dev/cco/provision/provisiontest"
 )
@@ -62,5 +63,70 @@ func TestUsernsProblem(t *testing.T) {
 	}
 	if p := usernsProblem(readerAt(t, t.TempDir()), false, fail); len(p) != 0 {
 		t.Errorf("a staged root is not this kernel: %+v", p)
+	}
+}
+
+// TestRunCommandIgnoresPATH: what --install-deps runs (apt-get, dnf) is
+// the system's program, never one planted first on root's PATH.
+func TestRunCommandIgnoresPATH(t *testing.T) {
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	if err := os.WriteFile(filepath.Join(dir, "true"), []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	if err := runCommand(os.Stderr)("true"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("PLANTED: runCommand ran %s/true", dir)
+	}
+	if err := runCommand(os.Stderr)("cco-no-such-program"); err == nil || !strings.Contains(err.Error(), "system's directories") {
+		t.Errorf("a missing program: %v", err)
+	}
+}
+
+// A blocking host finding refuses a run on the host before it writes
+// anything, with its cause and fix; a staged root or an image build is not
+// checked against this machine's kernel.
+func TestPreflightHostFindings(t *testing.T) {
+	old := hostHost
+	t.Cleanup(func() { hostHost = old })
+	hostHost = func(provision.Reader) hostcheck.Host {
+		return hostcheck.Host{
+			ReadFile: func(p string) ([]byte, error) {
+				if p == "/proc/sys/user/max_user_namespaces" {
+					return []byte("0\n"), nil
+				}
+				return nil, os.ErrNotExist
+			},
+			Exists:      func(string) bool { return false },
+			MountAPI:    func() bool { return false },
+			LandlockABI: func() int { return 3 },
+		}
+	}
+	cfg := loadConfig(readerAt(t, t.TempDir()), nil)
+	var got *provision.Finding
+	for _, f := range preflight(readerAt(t, "/"), cfg, false) {
+		if f.ID == "preflight.max_user_namespaces" {
+			got = &f
+		}
+		if f.ID == "preflight.mount_api" {
+			t.Errorf("a fallback engine is no refusal: %+v", f)
+		}
+	}
+	if got == nil || !strings.Contains(got.Detail, "max_user_namespaces is 0") || !strings.Contains(got.Fix, "sysctl") {
+		t.Fatalf("max_user_namespaces 0 on the host: %+v", got)
+	}
+	for _, image := range []bool{true, false} {
+		root := readerAt(t, "/")
+		if !image {
+			root = readerAt(t, t.TempDir())
+		}
+		for _, f := range preflight(root, cfg, image) {
+			if strings.HasPrefix(f.ID, "preflight.max_user") {
+				t.Errorf("image %v, host %v: %+v", image, root.IsHost(), f)
+			}
+		}
 	}
 }

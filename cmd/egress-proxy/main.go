@@ -11,6 +11,13 @@
 // (package egress, ServeProcess, says the whole protocol). It parses what
 // the jail sends, so it runs apart from the shadow; and the shadow, which
 // every launch waits for, does not link an HTTP stack.
+//
+//	egress-proxy aws-credentials
+//
+// answers the shadow's other question that needs an HTTP stack, for a
+// launch whose agent's Bedrock switch is on: the user's AWS profile's
+// credentials, resolved by the AWS SDK's loader, as JSON on standard
+// output (package cloudcreds, Answer).
 package main
 
 import (
@@ -19,10 +26,17 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cco-dev/cco/sandbox/cloudcreds"
+	"github.com/cco-dev/cco/sandbox/cloudcreds/awsload"
 	"github.com/cco-dev/cco/sandbox/egress"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == cloudcreds.AWSMode {
+		// The shadow's question for a Bedrock launch: the user's AWS
+		// profile's credentials, by the SDK's loader (package awsload).
+		os.Exit(awsload.Serve(os.Stdout, cloudcreds.ResolveTimeout))
+	}
 	if len(os.Args) != 2 || os.Args[1] == "" {
 		fmt.Fprintln(os.Stderr, "cco egress-proxy: usage: egress-proxy SESSION (the shadow starts it, with the listening socket on descriptor 3, the audit log on 4 and 5 and the policy on standard input)")
 		os.Exit(2)

@@ -120,8 +120,8 @@ func TestEgressJail(t *testing.T) {
 		})
 	}
 
-	t.Run("allow_ip opens the whole path", func(t *testing.T) {
-		withConfig(t, root, fmt.Sprintf("egress_ports = [%d]\nallow_ip = [\"127.0.0.1/32\"]\n", port))
+	t.Run("host_ports opens the host's port", func(t *testing.T) {
+		withConfig(t, root, fmt.Sprintf("host_ports = [%d]\n", port))
 		w := newWorld(t, asNobody)
 		r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", probe))
 		if r.code != 0 || r.report == nil {
@@ -130,13 +130,14 @@ func TestEgressJail(t *testing.T) {
 		if r.report["via_proxy"] != "200" || r.report["via_proxy_body"] != "hello from the host upstream" {
 			t.Errorf("through proxy, socket and bridge: %q %q reason %q", r.report["via_proxy"], r.report["via_proxy_body"], r.report["via_proxy_reason"])
 		}
-		// Still no direct way out.
-		if r.report["tcp_loopback"] != "ECONNREFUSED" || r.report["ifaces"] != "lo" {
-			t.Errorf("direct %q ifaces %q", r.report["tcp_loopback"], r.report["ifaces"])
+		// The jail's own loopback port is carried to the host's; still
+		// no other way out.
+		if r.report["tcp_loopback"] != "ok" || r.report["ifaces"] != "lo" || r.report["tcp_direct"] != "ENETUNREACH" {
+			t.Errorf("the jail's 127.0.0.1:%d %q, ifaces %q, direct %q", port, r.report["tcp_loopback"], r.report["ifaces"], r.report["tcp_direct"])
 		}
 		es, err := egress.ReadAudit(w.home + "/.local/state/cco/egress.log")
-		if err != nil || len(es) != 1 || !es[0].Allowed || es[0].Down == 0 {
-			t.Errorf("audit %+v %v, want one allowed request with its bytes", es, err)
+		if err != nil || len(es) != 2 || !es[0].Allowed || !es[1].Allowed {
+			t.Errorf("audit %+v %v, want two allowed connections (the direct one and the proxied request)", es, err)
 		}
 	})
 }
@@ -185,6 +186,9 @@ func TestEgressFailsClosed(t *testing.T) {
 	}{
 		{"bad port", "egress_ports = [0]\n", "", nil, []string{"egress_ports", "sandbox.toml"}},
 		{"bad allow_ip", "allow_ip = [\"10.0.0.1/8\"]\n", "", nil, []string{"allow_ip", "10.0.0.0/8"}},
+		{"loopback allow_ip", "allow_ip = [\"127.0.0.1\"]\n", "", nil, []string{"allow_ip", "127.0.0.1", "host_ports = [4000]"}},
+		{"bad egress_upstream", "egress_upstream = \"socks5://proxy.corp:1080\"\n", "", nil, []string{"egress_upstream", "must be http://"}},
+		{"bad host_ports", "host_ports = [3128]\n", "", nil, []string{"host_ports", "3128"}},
 		{"audit log cannot open", "egress_log = \"/dev/null/egress.log\"\n", "", nil, []string{"the egress proxy cannot start", "/dev/null"}},
 		{"socket path too long", "", longTmp, nil, []string{"the egress proxy cannot start", "shorter runtime directory"}},
 		{"proxy missing", "", "", ptr(""), []string{"egress proxy " + root + "/usr/libexec/cco/egress-proxy is missing", "fix: sudo cco-install"}},

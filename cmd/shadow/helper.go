@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/cco-dev/cco/agent"
@@ -25,8 +27,10 @@ import (
 // helper runs the in-sandbox modes:
 //
 //	sandbox-helper guard <hook> [args...]    the guard's hooks
-//	sandbox-helper exec [--endpoint-fd N] -- <program> [args]
+//	sandbox-helper exec [--endpoint-fd N] [--host-ports P,...] -- <program> [args]
 //	                                         start the agent inside the jail
+//	sandbox-helper connect <host> <port>     ssh's ProxyCommand: a tunnel
+//	                                         through the agent's proxy endpoint
 //
 // exec refuses unless sandbox.ProbeJail passes: on the host it must never
 // start a vendor binary unwrapped.
@@ -36,16 +40,33 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "connect":
+		return connect(args[1:], stdin, stdout, stderr)
 	case "guard":
 		if len(args) < 2 {
 			fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper guard <hook> [args...]")
 			return 2
 		}
 		return guard.Run(args[1], args[2:], stdin, stdout, stderr)
+	case "selftest":
+		return selftestMode(args[1:], stdout, stderr)
 	case "exec":
 		rest := args[1:]
 		endpointFD, ttyFD := -1, -1
-		for len(rest) > 1 && (rest[0] == "--endpoint-fd" || rest[0] == "--tty-fd") {
+		var hostPorts []int
+		for len(rest) > 1 && (rest[0] == "--endpoint-fd" || rest[0] == "--tty-fd" || rest[0] == "--host-ports") {
+			if rest[0] == "--host-ports" {
+				for _, f := range strings.Split(rest[1], ",") {
+					n, err := strconv.Atoi(f)
+					if err != nil || n < 1 || n > 65535 {
+						fmt.Fprintf(stderr, "cco sandbox-helper: --host-ports %q is not a list of ports (the shadow starts this mode)\n", rest[1])
+						return 2
+					}
+					hostPorts = append(hostPorts, n)
+				}
+				rest = rest[2:]
+				continue
+			}
 			n, err := strconv.Atoi(rest[1])
 			if err != nil || n < 3 {
 				fmt.Fprintf(stderr, "cco sandbox-helper: %s %q is not a descriptor (the shadow starts this mode)\n", rest[0], rest[1])
@@ -80,9 +101,9 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			// The launcher owns the endpoint: made here, in the jail's
 			// network namespace, handed over, and the agent needs no
 			// parent of the helper's.
-			ln, err := spawn.Listen()
+			lns, err := spawn.Listen(hostPorts...)
 			if err == nil {
-				err = spawn.Send(endpointFD, ln)
+				err = spawn.Send(endpointFD, lns)
 			}
 			if err != nil {
 				fmt.Fprintf(stderr, "cco sandbox-helper: not starting %s: %v\n", rest[0], err)
@@ -151,4 +172,37 @@ func runAgent(agentName string, argv, env []string, stay bool, stderr io.Writer)
 		return exitNotFound
 	}
 	return exitCannotRun
+}
+
+// connect is ssh's ProxyCommand in a jail with ssh_agent on
+// (sandbox/sshagent): a CONNECT host:port through the agent's proxy
+// endpoint, then the bytes both ways. The egress proxy decides (port 22
+// to ssh_hosts only) and records the connection.
+func connect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 2 {
+		fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper connect <host> <port> (ssh's ProxyCommand in the jail)")
+		return 2
+	}
+	if _, err := sandbox.ProbeJail(); err != nil {
+		fmt.Fprintf(stderr, "cco sandbox-helper: connect runs only inside a cco jail: %v\n", err)
+		return exitCannotRun
+	}
+	c, err := net.Dial("tcp", spawn.Endpoint.String())
+	if err != nil {
+		fmt.Fprintf(stderr, "cco sandbox-helper: the egress proxy's endpoint %s: %v\n", spawn.Endpoint, err)
+		return exitCannotRun
+	}
+	defer c.Close()
+	if err := bridge.OpenTunnel(c, net.JoinHostPort(args[0], args[1])); err != nil {
+		fmt.Fprintf(stderr, "cco sandbox-helper: %v\n", err)
+		return exitCannotRun
+	}
+	go func() {
+		io.Copy(c, stdin)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+	}()
+	io.Copy(stdout, c)
+	return 0
 }

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/safetext"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/selftest"
 
 	// Root's jail runs in a remapped view of the host; the launch refuses
 	// as root without it.
@@ -21,7 +23,9 @@ func launch(p *agent.Profile, args []string, stderr io.Writer) int {
 	if _, err := sandbox.ProbeJail(); err == nil {
 		return nested(p, args, stderr)
 	}
-	s, err := sandbox.Start(&sandbox.Launch{Profile: p, Args: args, Messages: stderr})
+	// CCO_SELFTEST=1 (cco-install verify) starts cco's own probe, a
+	// root-owned program, in the agent's jail instead of the vendor binary.
+	s, err := sandbox.Start(&sandbox.Launch{Profile: p, Args: args, Messages: stderr, Selftest: os.Getenv(selftest.Env) == "1"})
 	if err != nil {
 		fmt.Fprintf(stderr, "cco: %s\n", safetext.Escape(err.Error()))
 		var le *sandbox.LaunchError

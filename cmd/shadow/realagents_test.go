@@ -253,3 +253,32 @@ func TestRealClaudeInTheHome(t *testing.T) {
 		})
 	}
 }
+
+// The real Claude Code as root, with claude_skip_permissions = true: the
+// shadow gives it --dangerously-skip-permissions and IS_SANDBOX=1 (the jail
+// is the sandbox), so it runs instead of exiting with "cannot be used with
+// root/sudo privileges", and gets as far as the model call.
+func TestRealClaudeRootSkipsPermissions(t *testing.T) {
+	realagents.Require(t)
+	pkg := filepath.Join(realagents.Dir(t, realagents.Claude), filepath.Dir(realagents.ClaudeBinary))
+	root := realAgentRoot(t, "claude", pkg, "egress = \"off\"\nclaude_skip_permissions = true\npass_env = [\"ANTHROPIC_API_KEY\", \"CLAUDE_CODE_MAX_RETRIES\"]\n")
+	rel, err := filepath.Rel(filepath.Dir(managed.ClaudeDropinDir), managed.ClaudeDropinPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etc := newVendorEtc(t, root, filepath.Base(filepath.Dir(managed.ClaudeDropinDir)), map[string][]byte{rel: managed.ClaudeSettings()})
+	const unreachable = "API Error: Can't reach the API server"
+	w := newWorld(t, asRoot)
+	c := w.cmd(root, "claude", w.ws, "-p", "hello", "--output-format", "stream-json", "--verbose")
+	c.Env = append(c.Env, "ANTHROPIC_API_KEY=sk-ant-dummy-key-for-an-offline-test", "CLAUDE_CODE_MAX_RETRIES=0", "NO_COLOR=1")
+	etc.wrap(c, asRoot)
+	text := runUntil(t, c, filepath.Join(w.base, "claude.out"), func(s string) bool {
+		return strings.Contains(s, unreachable) || strings.Contains(s, "root/sudo")
+	})
+	if strings.Contains(text, "root/sudo") || !strings.Contains(text, unreachable) {
+		t.Fatalf("root's claude with --dangerously-skip-permissions did not reach the model call:\n%s", text)
+	}
+	if !strings.Contains(text, `"permissionMode":"bypassPermissions"`) {
+		t.Errorf("claude did not run with its permissions skipped:\n%s", text)
+	}
+}

@@ -60,7 +60,7 @@ func TestGitWorks(t *testing.T) {
 			config: func(w *world) string {
 				var port int
 				w.fetchURL, port = gitServer(t, w)
-				return fmt.Sprintf("egress_ports = [%d]\nallow_ip = [\"127.0.0.1/32\"]\n", port)
+				return fmt.Sprintf("host_ports = [%d]\n", port)
 			},
 			probe: func(w *world, _ string) probe { return probe{Steps: gitWorks(w.fetchURL)} },
 			check: func(t *testing.T, w *world, _ string, sess jailtest.Result) {

@@ -162,18 +162,18 @@ func TestForeignSocketsNeitherFailNorSlow(t *testing.T) {
 	}})
 }
 
-// TestSourcedFilesReported: files a host tool reads on its own (direnv's
-// .envrc.local through an .envrc, .env, npm's .npmrc, VS Code's tasks)
-// that a session plants are reported after it, one warning each, though
-// they may be gitignored.
+// TestSourcedFilesReported: an .envrc.local that the user's .envrc
+// sources, planted by a session, is reported after it, with the line
+// direnv runs, though it is gitignored. (The other files host tools load
+// on their own: TestHostLoadedFilesReported.)
 func TestSourcedFilesReported(t *testing.T) {
 	plantedAndReported(t, "plant files host tools source without asking",
-		[]string{".envrc.local", ".env", ".npmrc", ".vscode/tasks.json"},
+		[]string{".envrc.local"},
 		func(w *world) {
 			os.WriteFile(filepath.Join(w.ws, ".envrc"), []byte("source_env_if_exists .envrc.local\n"), 0o644)
 			os.WriteFile(filepath.Join(w.ws, ".gitignore"), []byte(".envrc.local\n.env\n"), 0o644)
 		},
-		func(w *world) string { return w.touch("sourced") }, "created or changed in this session")
+		func(w *world) string { return w.touch("sourced") }, "direnv runs it in your shell when an .envrc sources it: touch ")
 }
 
 // TestAgentConfigInSubdirectoriesReported: an agent's project config that

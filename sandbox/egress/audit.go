@@ -18,16 +18,22 @@ import (
 // Entry is one line of the audit log: one CONNECT tunnel or one
 // absolute-form request, allowed or not.
 type Entry struct {
-	Time     time.Time     `json:"time"`
-	Session  string        `json:"session"`
-	Method   string        `json:"method"`           // CONNECT, GET, ...
-	Target   string        `json:"target"`           // host:port as the client asked
-	Addr     string        `json:"addr,omitempty"`   // the address dialled
+	Time    time.Time `json:"time"`
+	Session string    `json:"session"`
+	Method  string    `json:"method"`         // CONNECT, GET, ...
+	Target  string    `json:"target"`         // host:port as the client asked
+	Addr    string    `json:"addr,omitempty"` // the address dialled
+	// Via is the upstream proxy (host:port, never its credentials) the
+	// request went through, when egress_upstream gives one.
+	Via      string        `json:"via,omitempty"`
 	Allowed  bool          `json:"allowed"`          // false: refused (403) or failed (502)
 	Reason   string        `json:"reason,omitempty"` // why refused, or why it failed
 	Up       int64         `json:"up"`               // bytes client -> upstream
 	Down     int64         `json:"down"`             // bytes upstream -> client
 	Duration time.Duration `json:"duration_ns,omitempty"`
+
+	// failed: a 502 (an upstream or a name that failed), for the tally.
+	failed bool
 }
 
 // Audit log rotation defaults.

@@ -20,11 +20,22 @@ type verdict struct {
 	port   int
 	addrs  []netip.Addr
 	reason string // empty: allowed
+	// failed: the name did not resolve (the summary's "failed", a 502),
+	// not a refusal by the policy.
+	failed bool
+	// via is the upstream proxy the request goes through (nil: dialled
+	// directly); with it, addrs may be empty: the name did not resolve
+	// on the host, and the upstream resolves it.
+	via *policy.UpstreamProxy
+	// hostLoopback: the destination is the host's loopback on one of
+	// host_ports, dialled directly whatever the upstream.
+	hostLoopback bool
 }
 
-// decide applies the policy to host:port. Everything it refuses, it refuses
-// before any dial.
-func (p *Proxy) decide(target string) verdict {
+// decide applies the policy to host:port; connect tells a CONNECT from a
+// plain http request (each has its upstream). Everything it refuses, it
+// refuses before any dial, and before any upstream sees it.
+func (p *Proxy) decide(target string, connect bool) verdict {
 	v := verdict{target: target}
 	host, portStr, err := net.SplitHostPort(target)
 	if err != nil {
@@ -38,12 +49,27 @@ func (p *Proxy) decide(target string) verdict {
 	}
 	v.port = port
 	pol := p.Policy
-	if !slices.Contains(pol.EffectivePorts(), port) {
+	if a, ok := hostLoopback(host); ok && slices.Contains(pol.HostPorts, port) {
+		// One of host_ports: the host's own loopback service, and only
+		// on that port (docs/adr/0131-host-loopback-ports.md).
+		// A service may listen on one loopback family only: the other
+		// is tried next.
+		other := netip.IPv6Loopback()
+		if a.Is6() {
+			other = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+		v.host, v.addrs, v.hostLoopback = a.String(), []netip.Addr{a, other}, true
+		return v
+	}
+	// ssh_hosts on port 22: named by the operator for ssh (ssh_agent).
+	sshHost := port == sshPort && policy.MatchRule(pol.SSHHosts, strings.TrimSuffix(strings.ToLower(host), "."))
+	if !sshHost && !slices.Contains(pol.EffectivePorts(), port) {
 		v.reason = fmt.Sprintf("port %d is not in egress_ports %v", port, pol.EffectivePorts())
 		return v
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	v.host = host
+	v.via = pol.Upstream.For(host, connect)
 
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" {
@@ -71,7 +97,7 @@ func (p *Proxy) decide(target string) verdict {
 		return v
 	}
 	exempt := policy.MatchRule(lower(pol.AllowHost), host)
-	if pol.EffectiveMode() == ModeAllowlist && !exempt && !policy.MatchRule(lower(pol.Allow), host) {
+	if pol.EffectiveMode() == ModeAllowlist && !exempt && !sshHost && !policy.MatchRule(lower(pol.Allow), host) {
 		v.reason = fmt.Sprintf("%s is not in egress_allow", host)
 		return v
 	}
@@ -82,12 +108,18 @@ func (p *Proxy) decide(target string) verdict {
 	ctx, cancel := context.WithTimeout(p.baseCtx(), resolveTimeout)
 	addrs, err := r.LookupNetIP(ctx, host)
 	cancel()
+	if (err != nil || len(addrs) == 0) && v.via != nil {
+		// Behind an upstream the host often resolves no outside name:
+		// the name, which the policy allowed, goes to the upstream,
+		// which resolves it (docs/adr/0130-egress-upstream-proxy.md).
+		return v
+	}
 	if err != nil {
-		v.reason = fmt.Sprintf("resolving %s: %v", host, err)
+		v.reason, v.failed = fmt.Sprintf("resolving %s: %v", host, err), true
 		return v
 	}
 	if len(addrs) == 0 {
-		v.reason = fmt.Sprintf("%s has no addresses", host)
+		v.reason, v.failed = fmt.Sprintf("%s has no addresses", host), true
 		return v
 	}
 	for _, a := range addrs {
@@ -150,4 +182,21 @@ func (p *Proxy) refusedAddr(a netip.Addr) string {
 		}
 	}
 	return ""
+}
+
+// sshPort is SSH's, which ssh_hosts open.
+const sshPort = 22
+
+// hostLoopback is the host loopback address a destination names:
+// 127.0.0.1 for "localhost", else the loopback literal itself.
+func hostLoopback(host string) (netip.Addr, bool) {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if h == "localhost" {
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1}), true
+	}
+	a, err := netip.ParseAddr(h)
+	if err != nil || a.Zone() != "" || !a.Unmap().IsLoopback() {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
 }

@@ -28,13 +28,22 @@ func (p *Proxy) forward(c net.Conn, req *http.Request) bool {
 	if req.URL.Port() == "" {
 		e.Target = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
-	v := p.decide(e.Target)
+	v := p.decide(e.Target, false)
 	if v.reason != "" {
-		p.refuse(c, http.StatusForbidden, e, v.reason)
+		p.refuse(c, v.status(), e, v.reason)
 		return false
 	}
-	raw, addr, err := p.dial(v)
+	var raw net.Conn
+	var addr string
+	var err error
+	if v.via != nil {
+		e.Via = v.via.Addr
+		raw, addr, err = p.dialUpstream(v.via)
+	} else {
+		raw, addr, err = p.dial(v)
+	}
 	if err != nil {
+		p.noteUpstream(err)
 		e.Addr = addr
 		p.refuse(c, http.StatusBadGateway, e, err.Error())
 		return false
@@ -57,7 +66,13 @@ func (p *Proxy) forward(c net.Conn, req *http.Request) bool {
 	stripHopByHop(req.Header)
 	req.Close = true
 	req.RequestURI = ""
-	if err := req.Write(up); err != nil {
+	write := req.Write
+	if v.via != nil {
+		// The upstream takes the absolute form, and its credentials.
+		authorize(req.Header, v.via)
+		write = req.WriteProxy
+	}
+	if err := write(up); err != nil {
 		e.Reason = "writing the request upstream: " + err.Error()
 		p.reply(c, http.StatusBadGateway, e.Reason)
 		return false
@@ -67,6 +82,16 @@ func (p *Proxy) forward(c net.Conn, req *http.Request) bool {
 		resp, err := http.ReadResponse(ubr, req)
 		if err != nil {
 			e.Reason = "reading the upstream response: " + err.Error()
+			p.reply(c, http.StatusBadGateway, e.Reason)
+			return false
+		}
+		if v.via != nil && resp.StatusCode == http.StatusProxyAuthRequired {
+			// The upstream's own refusal: the client did not speak to it.
+			resp.Body.Close()
+			e.Allowed = false
+			e.Reason = upstreamRefusal(v.via, req.Method+" "+e.Target, resp)
+			p.noteUpstream(&upstreamError{e.Reason})
+			e.failed = true
 			p.reply(c, http.StatusBadGateway, e.Reason)
 			return false
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -205,7 +206,7 @@ func (e *endpoints) receive(px *Proxy) {
 		answer := byte('e')
 		if ok {
 			answer = policy.EndpointServed
-			go px.Serve(l)
+			go serveEndpoint(px, l, buf[0] == policy.EndpointHostPort)
 		}
 		if _, err := e.c.Write([]byte{answer}); err != nil {
 			return
@@ -254,4 +255,16 @@ func (e *endpoints) close() {
 		e.c.Close()
 		e.wg.Wait()
 	})
+}
+
+// serveEndpoint serves one listener of the jail's: the agent's proxy
+// endpoint as the proxy, a host port's as the host's loopback on the
+// same port (Proxy.ServeHostPort).
+func serveEndpoint(px *Proxy, l net.Listener, hostPort bool) {
+	ap, err := netip.ParseAddrPort(l.Addr().String())
+	if !hostPort || err != nil {
+		px.Serve(l)
+		return
+	}
+	px.ServeHostPort(l, ap.Addr().Unmap(), int(ap.Port()))
 }

@@ -127,7 +127,34 @@ var ErrClosed = errors.New("egress proxy closed")
 
 // Serve accepts connections on l until l fails or Close is called. It
 // refuses to start on a policy that is off or invalid.
-func (p *Proxy) Serve(l net.Listener) error {
+func (p *Proxy) Serve(l net.Listener) error { return p.serve(l, p.serveConn) }
+
+// ServeHostPort carries each connection l accepts (a listener on the
+// jail's loopback at port) to the host's loopback on the same port, as
+// a tunnel the policy decides on and the audit log records: port must be
+// one of the policy's HostPorts (docs/adr/0131-host-loopback-ports.md).
+// host is the loopback address the listener is on.
+func (p *Proxy) ServeHostPort(l net.Listener, host netip.Addr, port int) error {
+	target := netip.AddrPortFrom(host, uint16(port)).String()
+	return p.serve(l, func(c net.Conn) {
+		start := time.Now()
+		e := Entry{Method: HostPortMethod, Target: target}
+		v := p.decide(target, true)
+		if v.reason != "" {
+			// Not one of host_ports: the connection is cut, and recorded.
+			e.Reason = v.reason
+			p.audit(e, start)
+			return
+		}
+		p.tunnel(c, nil, e, v, start)
+	})
+}
+
+// HostPortMethod is the audit log's method of a connection to a host
+// loopback port (host_ports): a byte stream, no HTTP request.
+const HostPortMethod = "TCP"
+
+func (p *Proxy) serve(l net.Listener, handle func(net.Conn)) error {
 	if err := p.Policy.Validate(); err != nil {
 		return err
 	}
@@ -159,7 +186,7 @@ func (p *Proxy) Serve(l net.Listener) error {
 		go func() {
 			defer p.handles.Done()
 			defer p.untrackConn(c)
-			p.serveConn(c)
+			handle(c)
 		}()
 	}
 }
@@ -334,19 +361,50 @@ func (p *Proxy) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		p.refuse(c, http.StatusBadRequest, e, why)
 		return
 	}
-	v := p.decide(target)
+	v := p.decide(target, true)
 	if v.reason != "" {
-		p.refuse(c, http.StatusForbidden, e, v.reason)
+		p.refuse(c, v.status(), e, v.reason)
 		return
 	}
-	up, addr, err := p.dial(v)
+	p.tunnel(c, br, e, v, start)
+}
+
+// status is the answer to a verdict's refusal: 403, or 502 for a name
+// that did not resolve.
+func (v verdict) status() int {
+	if v.failed {
+		return http.StatusBadGateway
+	}
+	return http.StatusForbidden
+}
+
+// tunnel dials what v allowed (directly, or through its upstream), says
+// so to the client on c, and relays both ways until both sides are done.
+func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, e Entry, v verdict, start time.Time) {
+	var up net.Conn
+	var addr string
+	var err error
+	if v.via != nil {
+		e.Via = v.via.Addr
+		up, addr, err = p.connectVia(v.via, v.target)
+	} else {
+		up, addr, err = p.dial(v)
+	}
 	if err != nil {
 		e.Addr = addr
+		p.noteUpstream(err)
 		p.refuse(c, http.StatusBadGateway, e, err.Error())
 		return
 	}
 	defer up.Close()
 	e.Addr, e.Allowed = addr, true
+	if br == nil {
+		// A host port's connection: no CONNECT to answer.
+		u, d := relay(c, up)
+		e.Up, e.Down = u, d
+		p.audit(e, start)
+		return
+	}
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		e.Reason = "client went away"
 		p.audit(e, start)
@@ -376,6 +434,9 @@ func (p *Proxy) refuse(c net.Conn, status int, e Entry, reason string) {
 	e.Reason = reason
 	e = e.bounded()
 	// Log and audit first: once the client has its answer, the record exists.
+	if status == http.StatusBadGateway {
+		e.failed = true
+	}
 	if p.Log != nil {
 		verb := "denied"
 		if status == http.StatusBadGateway {
@@ -421,8 +482,9 @@ func (p *Proxy) audit(e Entry, start time.Time) {
 	switch {
 	case e.Allowed:
 		p.Tally.Add(e.Target, tally.Allowed)
-	case e.Addr != "":
-		// Not allowed, yet dialled: the checked upstream failed.
+	case e.Addr != "" || e.failed:
+		// Not allowed, yet dialled (the checked upstream failed), or a
+		// name that did not resolve.
 		p.Tally.Add(e.Target, tally.Failed)
 	default:
 		p.Tally.Add(e.Target, tally.Refused)

@@ -273,11 +273,17 @@ func TestResolveFailureRefused(t *testing.T) {
 	f := newFixture(t, Policy{Ports: []int{443}}, map[string]string{"empty.test": "8.8.8.8"},
 		func(f *fixture) { f.res.names["empty.test"] = nil })
 	resp, c := tunnel(t, "unix", f.sock, "missing.test:443")
-	wantRefused(t, resp, c, http.StatusForbidden, "resolving missing.test")
+	wantRefused(t, resp, c, http.StatusBadGateway, "resolving missing.test")
 	resp, c = tunnel(t, "unix", f.sock, "empty.test:443")
-	wantRefused(t, resp, c, http.StatusForbidden, "has no addresses")
+	wantRefused(t, resp, c, http.StatusBadGateway, "has no addresses")
 	resp, c = tunnel(t, "unix", f.sock, "bad_host!:443")
 	wantRefused(t, resp, c, http.StatusForbidden, "not a valid host name")
+	// The summary counts the names that did not resolve as failed, the
+	// invalid one as refused.
+	sum := f.p.Tally.Summary()
+	if sum.Failed.Requests != 2 || sum.Refused.Requests != 1 {
+		t.Errorf("summary: failed %d, refused %d; want 2 failed (missing.test, empty.test), 1 refused", sum.Failed.Requests, sum.Refused.Requests)
+	}
 	resp, c = tunnel(t, "unix", f.sock, "[fe80::1%25eth0]:443")
 	if c != nil || resp.StatusCode/100 != 4 {
 		t.Errorf("a zoned literal: %d", resp.StatusCode)

@@ -49,8 +49,8 @@ func init() {
 // Trees are the host paths the view maps back to root, from the Spec: the
 // home (its login state is bound from it, and bwrap, being ID, must enter
 // it), the workspace, the read-write binds (with the protected trees: a
-// linked worktree's common directory may lie outside the workspace) and
-// the egress socket's directory. A path below another is covered by it.
+// linked worktree's common directory may lie outside the workspace), the
+// egress socket's directory and the ssh-agent socket's. A path below another is covered by it.
 func Trees(s *sandbox.Spec) []string {
 	var cand []string
 	add := func(p string) {
@@ -73,6 +73,9 @@ func Trees(s *sandbox.Spec) []string {
 	}
 	if s.EgressSocket != "" {
 		add(filepath.Dir(s.EgressSocket))
+	}
+	if s.SSHAgentSocket != "" {
+		add(filepath.Dir(s.SSHAgentSocket)) // ssh_agent's socket, bound at a private path
 	}
 	var out []string
 	for i, p := range cand {

@@ -5,8 +5,8 @@
 // The trees that home_read_only lists (rustup's, nvm's, uv's Pythons ...)
 // are bound into it read-only where they exist, so that the agent builds
 // and tests with the user's toolchains but can never change them: a
-// toolchain is a program the user runs on the host. Credential files known
-// to live in such a tree are masked.
+// toolchain is a program the user runs on the host. Credential files in
+// such a tree, found by name at any depth (Scan), are masked.
 package toolchains
 
 import (
@@ -44,25 +44,51 @@ var Default = []string{
 	"~/.dotnet", // dotnet-install.sh and dotnet tools
 }
 
-// Credentials are files (or directories, ending in "/") that the tools
-// keep inside their trees and that hold a secret: masked wherever a bound
-// tree holds them. A "*" matches one path element.
-var Credentials = []string{
-	".cargo/credentials.toml", ".cargo/credentials", // cargo login
+// Credential is a file name that tools give a file holding a secret
+// (a registry token, an index URL with its password, a master key). The
+// name is the tool's; where the file lies is up to the installer, the
+// user or the tool's version (npm's builtin config, a Maven
+// distribution's conf/, a venv's site config), so Scan finds it by name
+// at any depth of a bound tree. docs/reference/toolchains.md gives the
+// source of each.
+type Credential struct {
+	// Name is the file's name, matched without regard to case.
+	Name string
+	// Stand is what the jail shows in its place: the empty form of the
+	// file's format, so that the tool still starts and reads no secret
+	// ("" is an empty file).
+	Stand string
+}
+
+// Credentials are the credential file names masked wherever a bound tree
+// holds them.
+var Credentials = []Credential{
+	{Name: "npmrc"},    // npm's builtin config (<npm>/npmrc) and global config ($PREFIX/etc/npmrc)
+	{Name: ".npmrc"},   // npm's per-user and per-project config
+	{Name: "pip.conf"}, // pip's site config (sys.prefix/pip.conf: every venv, pipx's and uv's tools)
+	{Name: ".pypirc"},  // twine's and setuptools' upload credentials
+	{Name: "settings.xml", Stand: "<settings/>\n"},                                                   // Maven's global (conf/) and user settings: <server> passwords
+	{Name: "settings-security.xml", Stand: "<settingsSecurity/>\n"},                                  // Maven's master password
+	{Name: "NuGet.Config", Stand: "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<configuration />\n"}, // NuGet's packageSourceCredentials
+	{Name: "gradle.properties"},                                                                      // Gradle's properties in GRADLE_USER_HOME and a distribution: repository credentials
+	{Name: "credentials"},                                                                            // cargo's older name, RubyGems' API key, the AWS CLI's keys
+	{Name: "credentials.toml"},                                                                       // cargo login's registry tokens, uv auth login's credentials
+	{Name: ".credentials"},                                                                           // sbt's and Ivy's repository credentials
+	{Name: ".netrc"},                                                                                 // curl's, git's, pip's and Go's logins
+	{Name: ".git-credentials"},                                                                       // git credential-store's plain-text logins
+	{Name: ".yarnrc.yml"},                                                                            // Yarn's npmAuthToken and npmAuthIdent
+	{Name: "bunfig.toml"},                                                                            // bun's registry tokens ([install.scopes])
+	{Name: ".bunfig.toml"},                                                                           // bun's global config, the same
+	{Name: ".pgpass"},                                                                                // PostgreSQL's password file
+	{Name: "credentials.tfrc.json", Stand: "{}\n"},                                                   // terraform login's API tokens
+	{Name: ".vault-token"},                                                                           // Vault's token helper
+}
+
+// CredentialDirs are directories (home-relative, ending in "/") that hold
+// nothing but credentials: shown empty wherever a bound tree holds them.
+// A "*" matches one path element.
+var CredentialDirs = []string{
 	".local/share/uv/credentials/", // uv auth login
-	// npm's global config ($PREFIX/etc/npmrc) can hold registry tokens.
-	".nvm/versions/node/*/etc/npmrc",
-	".local/share/fnm/node-versions/*/installation/etc/npmrc",
-	".fnm/node-versions/*/installation/etc/npmrc",
-	".volta/tools/image/node/*/etc/npmrc",
-	".local/share/mise/installs/node/*/etc/npmrc",
-	".asdf/installs/nodejs/*/etc/npmrc",
-	// pip's site config (sys.prefix/pip.conf) can hold an index URL with
-	// its password.
-	".pyenv/versions/*/pip.conf",
-	".local/share/uv/python/*/pip.conf",
-	".local/share/mise/installs/python/*/pip.conf",
-	".asdf/installs/python/*/pip.conf",
 }
 
 // Entry is one home_read_only entry, home-relative ("x/y" for "~/x/y").
@@ -93,12 +119,13 @@ func Parse(entries, protected []string) ([]Entry, error) {
 	return out, nil
 }
 
-// Masks are the credential paths (home-relative) that can lie in the
-// bound entries: Credentials matched against each entry, each result still
-// a pattern for glob. Only those in a bound tree are returned.
+// Masks are the credential directories (home-relative) that can lie in
+// the bound entries: CredentialDirs matched against each entry, each
+// result still a pattern for glob. Only those in a bound tree are
+// returned.
 func Masks(entries []Entry) []string {
 	var out []string
-	for _, c := range Credentials {
+	for _, c := range CredentialDirs {
 		cp := strings.TrimSuffix(c, "/")
 		for _, e := range entries {
 			if withinPattern(cp, e) {
@@ -123,4 +150,14 @@ func withinPattern(p, dir string) bool {
 		}
 	}
 	return true
+}
+
+// StandIn is what the jail shows in place of the credential file name.
+func StandIn(name string) string {
+	for _, c := range Credentials {
+		if c.Name == name {
+			return c.Stand
+		}
+	}
+	return ""
 }

@@ -408,38 +408,39 @@ func (ps Protected) Tampered() []string {
 }
 
 // Snapshot is what the audit compares after the session: the git files of
-// the workspace's repositories and the files host tools source, at launch.
+// the workspace's repositories, the files host tools load (with what they
+// ran at launch) and the agent config in its subdirectories.
 type Snapshot struct {
 	ws      string
 	repos   repoFiles
-	sourced map[string]fileStamp
+	sourced map[string]loaded
 	agent   map[string]fileStamp
 }
 
 // Take snapshots, at launch, the git files of the repositories Find
-// found in the workspace ws, its sourced files, and the agent config in
-// the subdirectories Find found holding some. ws is "" for a launch with
-// no workspace: there is nothing to audit then.
-func Take(ws string, repos, agentDirs []string) *Snapshot {
+// found in the workspace ws, the files host tools load there, in each
+// repository's top and in the directories Find found holding one, and the
+// agent config in those holding some. ws is "" for a launch with no
+// workspace: there is nothing to audit then.
+func Take(ws string, repos, dirs []string) *Snapshot {
 	if ws == "" {
 		return nil
 	}
-	sourced := sourcedDirs(ws, repos)
 	return &Snapshot{ws: ws, repos: snapshotRepos(repos),
-		sourced: stampsOf(func(fn func(string)) { eachSourced(sourced, fn) }),
-		agent:   stampsOf(func(fn func(string)) { eachAgentConfig(agentDirs, fn) })}
+		sourced: snapshotSourced(sourcedDirs(ws, repos, dirs)),
+		agent:   stampsOf(func(fn func(string)) { eachAgentConfig(dirs, fn) })}
 }
 
 // Warnings walks the workspace again after the session and lists, one line
 // each, what git would run from a config, hook or redirect created or
-// changed in its repositories (repoWarnings), the sourced files made or
-// changed, and the agent config made or changed in a subdirectory.
+// changed in its repositories (repoWarnings), what a host tool runs from a
+// file it loads that the session created or changed (sourcedWarnings), and
+// the agent config made or changed in a subdirectory.
 func (s *Snapshot) Warnings() []string {
 	if s == nil {
 		return nil
 	}
-	repos, agentDirs := Find(s.ws)
-	sourced := sourcedDirs(s.ws, repos)
-	out := append(repoWarnings(s.repos, repos), changedSince(s.sourced, func(fn func(string)) { eachSourced(sourced, fn) }, sourcedWhy)...)
-	return append(out, changedSince(s.agent, func(fn func(string)) { eachAgentConfig(agentDirs, fn) }, agentConfigWhy)...)
+	repos, dirs := Find(s.ws)
+	out := append(repoWarnings(s.repos, repos), sourcedWarnings(s.sourced, sourcedDirs(s.ws, repos, dirs))...)
+	return append(out, changedSince(s.agent, func(fn func(string)) { eachAgentConfig(dirs, fn) }, agentConfigWhy)...)
 }

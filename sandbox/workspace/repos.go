@@ -34,7 +34,7 @@ const (
 // dependency and build trees that hold thousands of directories and no
 // repository of the user's.
 var repoWalkSkip = map[string]bool{
-	".git": true, "node_modules": true, ".venv": true, "venv": true, "__pycache__": true,
+	".git": true, ".hg": true, "node_modules": true, ".venv": true, "venv": true, "__pycache__": true,
 	".tox": true, ".mypy_cache": true, ".pytest_cache": true, ".cache": true, ".gradle": true,
 	".terraform": true, "target": true, ".next": true, ".direnv": true,
 }
@@ -59,7 +59,9 @@ func FindRepos(ws string) []string {
 
 // Find is FindRepos, and besides the repositories the directories below
 // the workspace's top, in the same walk, that hold an agent's project
-// config (.claude, opencode.json, ...): an agent started there loads it.
+// config (.claude, opencode.json, ...), which an agent started there
+// loads, or a file a host tool loads there on its own (.envrc, .cargo,
+// rust-toolchain.toml, .hg, ...: hostFiles): the audit watches them.
 func Find(ws string) (repos, agentDirs []string) {
 	ws = filepath.Clean(ws)
 	f := &repoFinder{ws: ws, seen: map[string]bool{}}
@@ -84,7 +86,7 @@ func Find(ws string) (repos, agentDirs []string) {
 		}
 		held := false
 		for _, e := range ents {
-			if d.depth > 0 && !held && agentNames[e.name] {
+			if d.depth > 0 && !held && (agentNames[e.name] || holdsHostFile(e.name)) {
 				held = true
 				agentDirs = append(agentDirs, d.dir)
 			}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -24,13 +25,16 @@ type Bridge struct {
 	Addr netip.AddrPort
 
 	socket string
-	ln     net.Listener
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
-	once   sync.Once
-	stop   chan struct{}
+	// connect, when set, is the host:port each connection is a CONNECT
+	// tunnel to (ServeConnect).
+	connect string
+	ln      net.Listener
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+	once    sync.Once
+	stop    chan struct{}
 }
 
 // Start checks that the proxy's socket is at socketPath, listens on
@@ -81,6 +85,52 @@ func Serve(ln net.Listener, socketPath string) (*Bridge, error) {
 	return b, nil
 }
 
+// ServeConnect is Serve for a listener whose connections each go to one
+// destination, target: each is a CONNECT tunnel through the proxy's
+// socket, opened before the first byte is carried.
+func ServeConnect(ln net.Listener, socketPath, target string) (*Bridge, error) {
+	b, err := Serve(ln, socketPath)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.connect = target
+	b.mu.Unlock()
+	return b, nil
+}
+
+// OpenTunnel asks the proxy on u for a tunnel to target and reads its
+// answer's head byte by byte, so that nothing the destination sends
+// first (an SSH server's banner) is taken with it.
+func OpenTunnel(u net.Conn, target string) error {
+	if _, err := fmt.Fprintf(u, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target); err != nil {
+		return err
+	}
+	u.SetReadDeadline(time.Now().Add(time.Minute))
+	defer u.SetReadDeadline(time.Time{})
+	var head []byte
+	one := make([]byte, 1)
+	for len(head) < 8192 {
+		if _, err := u.Read(one); err != nil {
+			return err
+		}
+		head = append(head, one[0])
+		if len(head) >= 4 && string(head[len(head)-4:]) == "\r\n\r\n" {
+			if len(head) < 12 || string(head[9:12]) != "200" {
+				why := ""
+				for _, l := range strings.Split(string(head), "\r\n") {
+					if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Cco-Egress-Reason") {
+						why = ": " + strings.TrimSpace(v)
+					}
+				}
+				return fmt.Errorf("the egress proxy refused the tunnel to %s%s", target, why)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("the proxy's answer for %s is too long", target)
+}
+
 func (b *Bridge) accept() {
 	defer b.wg.Done()
 	for {
@@ -114,6 +164,12 @@ func (b *Bridge) accept() {
 				return
 			}
 			defer b.remove(u)
+			b.mu.Lock()
+			target := b.connect
+			b.mu.Unlock()
+			if target != "" && OpenTunnel(u, target) != nil {
+				return
+			}
 			Relay(c, u)
 		}()
 	}

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -41,10 +42,21 @@ type Policy struct {
 	// LogPath is egress_log: the audit log the host side writes
 	// (default ~/.local/state/cco/egress.log).
 	LogPath string
+	// Upstream is egress_upstream resolved (ResolveUpstream): the proxy
+	// an allowed request is forwarded through, after this policy decided.
+	Upstream Upstream
+	// HostPorts are the host's loopback ports the jail reaches on its own
+	// loopback: host_ports and the port of the agent's own endpoint on
+	// the host's loopback (docs/adr/0131-host-loopback-ports.md).
+	HostPorts []int `json:",omitempty"`
+	// SSHHosts are the hosts port 22 is allowed to, whatever
+	// egress_ports and the allowlist say: ssh_hosts, with ssh_agent on
+	// (docs/adr/0132-ssh-through-the-egress-proxy.md).
+	SSHHosts []string `json:",omitempty"`
 }
 
 // Keys are the sandbox.toml keys Parse reads; others are ignored.
-var Keys = []string{"egress", "egress_allow", "allow_host", "allow_ip", "egress_ports", "egress_log"}
+var Keys = []string{"egress", "egress_allow", "allow_host", "allow_ip", "egress_ports", "egress_log", "egress_upstream", "host_ports", "ssh_hosts"}
 
 // commonAllow is what every agent needs besides its vendor: package
 // registries and forges.
@@ -142,6 +154,37 @@ func Parse(keys map[string]any, agent, home string) (Policy, error) {
 		}
 		p.Ports = ports
 	}
+	if v, ok := keys["egress_upstream"]; ok {
+		s, ok := v.(string)
+		if !ok {
+			return Policy{}, fmt.Errorf("egress_upstream: want a string (\"env\", \"none\" or \"http://host:port\"), got %T", v)
+		}
+		if err := ParseUpstreamSetting(s); err != nil {
+			return Policy{}, err
+		}
+		p.Upstream.Setting = s
+	}
+	if v, ok := keys["ssh_hosts"]; ok {
+		list, err := stringList("ssh_hosts", v)
+		if err != nil {
+			return Policy{}, err
+		}
+		for _, h := range list {
+			if strings.HasPrefix(h, "*") {
+				return Policy{}, fmt.Errorf("ssh_hosts: %q: name each host (\"github.com\"), no wildcard", h)
+			}
+		}
+		if p.SSHHosts, err = hostRules("ssh_hosts", list); err != nil {
+			return Policy{}, err
+		}
+	}
+	if v, ok := keys["host_ports"]; ok {
+		ports, err := HostPortList(v)
+		if err != nil {
+			return Policy{}, err
+		}
+		p.HostPorts = ports
+	}
 	var err error
 	if p.LogPath, err = logPath(keys["egress_log"], home); err != nil {
 		return Policy{}, err
@@ -229,7 +272,11 @@ func parseAllowIP(s string) (netip.Prefix, error) {
 		if m := pfx.Masked(); m != pfx {
 			return netip.Prefix{}, fmt.Errorf("allow_ip: %q has host bits set; did you mean %s?", s, m)
 		}
-		return UnmapPrefix(pfx), nil
+		pfx = UnmapPrefix(pfx)
+		if pfx.Overlaps(loopback4) || pfx.Overlaps(loopback6) {
+			return netip.Prefix{}, loopbackAllowIP(s)
+		}
+		return pfx, nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
@@ -239,7 +286,22 @@ func parseAllowIP(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("allow_ip: %q: zones are not allowed", s)
 	}
 	a = a.Unmap()
+	if a.IsLoopback() {
+		return netip.Prefix{}, loopbackAllowIP(s)
+	}
 	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+var (
+	loopback4 = netip.MustParsePrefix("127.0.0.0/8")
+	loopback6 = netip.MustParsePrefix("::1/128")
+)
+
+// loopbackAllowIP is the refusal of an allow_ip entry in the loopback
+// range: the proxy's loopback is the host's, and the jail's is its own;
+// host_ports opens one host loopback port at a time.
+func loopbackAllowIP(s string) error {
+	return fmt.Errorf("allow_ip: %q is a loopback address: the jail's 127.0.0.1 is its own, not the host's; to reach a service on the host's loopback, list its port in host_ports (host_ports = [4000]) and use http://127.0.0.1:PORT in the jail", s)
 }
 
 // UnmapPrefix turns ::ffff:10.0.0.0/104 into 10.0.0.0/8, so that the hole
@@ -289,6 +351,41 @@ func portList(v any) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// EndpointPort is the port of the agent's proxy endpoint on the jail's
+// own loopback (spawn.Endpoint): no host port may take it.
+const EndpointPort = 3128
+
+// HostPortList reads host_ports: the host loopback ports the jail reaches
+// on the same port of its own loopback. An empty list is no port.
+func HostPortList(v any) ([]int, error) {
+	if l, ok := v.([]any); ok && len(l) == 0 {
+		return nil, nil
+	}
+	if l, ok := v.([]int); ok && len(l) == 0 {
+		return nil, nil
+	}
+	if l, ok := v.([]int64); ok && len(l) == 0 {
+		return nil, nil
+	}
+	ports, err := portList(v)
+	if err != nil {
+		return nil, fmt.Errorf("host_ports%s", strings.TrimPrefix(err.Error(), "egress_ports"))
+	}
+	for i, n := range ports {
+		if n == EndpointPort {
+			return nil, fmt.Errorf("host_ports[%d]: %d is the jail's own proxy endpoint (127.0.0.1:%d in the jail); a host service on it cannot be carried in (fix: move the service to another port)", i, n, n)
+		}
+	}
+	return ports, nil
+}
+
+// AddHostPort adds port to HostPorts (once).
+func (p *Policy) AddHostPort(port int) {
+	if port > 0 && port < 65536 && port != EndpointPort && !slices.Contains(p.HostPorts, port) {
+		p.HostPorts = append(p.HostPorts, port)
+	}
 }
 
 func logPath(v any, home string) (string, error) {
@@ -342,15 +439,21 @@ func OffBanner() string {
 
 // Summary is the one-line description of a policy for status output.
 func (p Policy) Summary() string {
+	var s string
 	switch p.EffectiveMode() {
 	case ModeOff:
 		return "egress off: no network in the jail"
 	case ModeAllowlist:
-		return fmt.Sprintf("egress allowlist: %d rules, %d allow_host, %d allow_ip, ports %v",
+		s = fmt.Sprintf("egress allowlist: %d rules, %d allow_host, %d allow_ip, ports %v",
 			len(p.Allow), len(p.AllowHost), len(p.AllowIP), p.EffectivePorts())
+	default:
+		s = fmt.Sprintf("egress public: any globally routable destination, %d allow_host, %d allow_ip, ports %v",
+			len(p.AllowHost), len(p.AllowIP), p.EffectivePorts())
 	}
-	return fmt.Sprintf("egress public: any globally routable destination, %d allow_host, %d allow_ip, ports %v",
-		len(p.AllowHost), len(p.AllowIP), p.EffectivePorts())
+	if len(p.HostPorts) > 0 {
+		s += fmt.Sprintf(", host loopback ports %v", p.HostPorts)
+	}
+	return s + "; upstream: " + p.Upstream.Describe()
 }
 
 // EffectiveMode is Mode with the zero value read as public.
@@ -412,6 +515,11 @@ const (
 	// it. A shadow that hands over nothing need not pass it.
 	EndpointsFD    = 6
 	EndpointServed = 'k'
+	// EndpointProxy and EndpointHostPort are each message's one byte:
+	// the agent's proxy endpoint, or a listener on one of HostPorts,
+	// whose connections go to the host's loopback on its port.
+	EndpointProxy    = 'e'
+	EndpointHostPort = 'h'
 )
 
 // Encode is the policy as the proxy process receives it: one line of JSON.
@@ -435,7 +543,7 @@ func Decode(line []byte) (Policy, error) {
 	if err := p.Validate(); err != nil {
 		return Policy{}, err
 	}
-	for _, list := range [][]string{p.Allow, p.AllowHost} {
+	for _, list := range [][]string{p.Allow, p.AllowHost, p.SSHHosts} {
 		for _, r := range list {
 			if !ValidName(strings.TrimPrefix(r, "*.")) {
 				return Policy{}, fmt.Errorf("decoding the egress policy: %q is not a host rule", r)
@@ -444,6 +552,19 @@ func Decode(line []byte) (Policy, error) {
 	}
 	if !filepath.IsAbs(p.LogPath) {
 		return Policy{}, fmt.Errorf("decoding the egress policy: egress_log %q is not absolute", p.LogPath)
+	}
+	for _, u := range []*UpstreamProxy{p.Upstream.Connect, p.Upstream.HTTP} {
+		if u == nil {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(u.Addr); err != nil || port == "" {
+			return Policy{}, fmt.Errorf("decoding the egress policy: upstream %q is not host:port", u.Addr)
+		}
+	}
+	for _, n := range p.HostPorts {
+		if n < 1 || n > 65535 || n == EndpointPort {
+			return Policy{}, fmt.Errorf("decoding the egress policy: host port %d", n)
+		}
 	}
 	return p, nil
 }

@@ -228,3 +228,37 @@ func TestLoginEndpointsAllowed(t *testing.T) {
 		}
 	}
 }
+
+// allow_ip refuses the loopback range, naming host_ports; host_ports
+// refuses the proxy endpoint's port.
+func TestLoopbackAllowIPRefused(t *testing.T) {
+	for _, s := range []string{"127.0.0.1", "127.0.0.1/32", "127.1.0.0/16", "::1", "::ffff:127.0.0.1", "0.0.0.0/0"} {
+		_, err := Parse(map[string]any{"allow_ip": []any{s}}, "claude", "/home/u")
+		if err == nil || !strings.Contains(err.Error(), "host_ports") {
+			t.Errorf("allow_ip %q: %v, want a refusal naming host_ports", s, err)
+		}
+	}
+	p, err := Parse(map[string]any{"host_ports": []any{int64(4000), int64(4000), int64(8080)}}, "claude", "/home/u")
+	if err != nil || len(p.HostPorts) != 2 {
+		t.Fatalf("host_ports: %v %v", p.HostPorts, err)
+	}
+	if _, err := Parse(map[string]any{"host_ports": []any{int64(EndpointPort)}}, "claude", "/home/u"); err == nil {
+		t.Error("host_ports took the proxy endpoint's port")
+	}
+	b, _ := p.Encode()
+	if q, err := Decode(b); err != nil || len(q.HostPorts) != 2 {
+		t.Errorf("decode: %v %v", q.HostPorts, err)
+	}
+}
+
+func TestSSHHostsParse(t *testing.T) {
+	p, err := Parse(map[string]any{"ssh_hosts": []any{"GitHub.com", "git.corp.example."}}, "claude", "/home/u")
+	if err != nil || strings.Join(p.SSHHosts, ",") != "github.com,git.corp.example" {
+		t.Fatalf("ssh_hosts: %v %v", p.SSHHosts, err)
+	}
+	for _, bad := range []string{"*.corp.example", "10.0.0.1", "git.corp.example:22", "ssh://github.com"} {
+		if _, err := Parse(map[string]any{"ssh_hosts": []any{bad}}, "claude", "/home/u"); err == nil || !strings.Contains(err.Error(), "ssh_hosts") {
+			t.Errorf("ssh_hosts %q: %v", bad, err)
+		}
+	}
+}

@@ -22,7 +22,7 @@ import (
 // fixed and the variables are known before the jail is built. The port is
 // below the ephemeral range, so no connection of the agent's own is given
 // it first.
-var Endpoint = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 3128)
+var Endpoint = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), policy.EndpointPort)
 
 // ProxyEnv points an agent at Endpoint.
 func ProxyEnv() []string { return bridge.ProxyEnv(Endpoint) }
@@ -32,8 +32,10 @@ func ProxyEnv() []string { return bridge.ProxyEnv(Endpoint) }
 // Only a process with CAP_SYS_ADMIN in its own user namespace may enter
 // another's network namespace: for root this costs no process at all;
 // another user's jail makes the endpoint in its helper (Listen, then
-// Send).
-func ListenIn(pid int) (*os.File, error) {
+// Send). hostPorts are the host loopback ports the jail reaches (the
+// policy's HostPorts): each gets a listener on the jail's 127.0.0.1 and,
+// where the jail has IPv6, on its ::1, after the endpoint's.
+func ListenIn(pid int, hostPorts ...int) ([]*os.File, error) {
 	ns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("the jail's network namespace: %w", err)
@@ -52,65 +54,110 @@ func ListenIn(pid int) (*os.File, error) {
 	}
 	// bwrap brings the loopback up in the jail while this runs: the
 	// address may not be there yet, hence IP_FREEBIND.
-	f, lerr := listen(true)
+	fs, lerr := listenAll(true, hostPorts)
 	if err := unix.Setns(home, unix.CLONE_NEWNET); err != nil {
 		// The thread stays locked, so nothing else runs in the jail's
 		// namespace; the launch stops.
-		if f != nil {
-			f.Close()
-		}
+		closeAll(fs)
 		return nil, fmt.Errorf("the launcher could not return to its network namespace: %w", err)
 	}
 	runtime.UnlockOSThread()
-	return f, lerr
+	return fs, lerr
 }
 
-// Listen makes the endpoint's listener in this process's network
-// namespace (the in-jail helper's).
-func Listen() (*os.File, error) { return listen(false) }
+// Listen makes the endpoint's listener, and hostPorts' (ListenIn), in
+// this process's network namespace (the in-jail helper's).
+func Listen(hostPorts ...int) ([]*os.File, error) { return listenAll(false, hostPorts) }
 
-func listen(freebind bool) (*os.File, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+func listenAll(freebind bool, hostPorts []int) ([]*os.File, error) {
+	f, err := listen(freebind, Endpoint, "the proxy endpoint")
 	if err != nil {
-		return nil, fmt.Errorf("the proxy endpoint: %w", err)
+		return nil, err
 	}
-	if freebind {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, 1); err != nil {
-			unix.Close(fd)
-			return nil, fmt.Errorf("the proxy endpoint: %w", err)
+	fs := []*os.File{f}
+	for _, port := range hostPorts {
+		what := fmt.Sprintf("host port %d (host_ports)", port)
+		f, err := listen(freebind, netip.AddrPortFrom(Endpoint.Addr(), uint16(port)), what)
+		if err != nil {
+			closeAll(fs)
+			return nil, err
+		}
+		fs = append(fs, f)
+		// ::1 too ("localhost" may resolve to it first), where the jail
+		// has IPv6 at all.
+		if f, err := listen(freebind, netip.AddrPortFrom(netip.IPv6Loopback(), uint16(port)), what); err == nil {
+			fs = append(fs, f)
 		}
 	}
-	a := Endpoint.Addr().As4()
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(Endpoint.Port()), Addr: a}); err != nil {
+	return fs, nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+func listen(freebind bool, at netip.AddrPort, what string) (*os.File, error) {
+	family, level, opt := unix.AF_INET, unix.IPPROTO_IP, unix.IP_FREEBIND
+	var sa unix.Sockaddr
+	if at.Addr().Is6() {
+		family, level, opt = unix.AF_INET6, unix.IPPROTO_IPV6, unix.IPV6_FREEBIND
+		sa = &unix.SockaddrInet6{Port: int(at.Port()), Addr: at.Addr().As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Port: int(at.Port()), Addr: at.Addr().As4()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if freebind {
+		if err := unix.SetsockoptInt(fd, level, opt, 1); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if family == unix.AF_INET6 {
+		unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("the proxy endpoint %s: %w", Endpoint, err)
+		return nil, fmt.Errorf("%s %s: %w", what, at, err)
 	}
 	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("the proxy endpoint %s: %w", Endpoint, err)
+		return nil, fmt.Errorf("%s %s: %w", what, at, err)
 	}
 	return os.NewFile(uintptr(fd), "proxy-endpoint"), nil
 }
 
-// Send hands the endpoint's listener ln to the launcher over the socket on
-// descriptor fd (the helper's --endpoint-fd), and closes both here.
-func Send(fd int, ln *os.File) error {
+// Send hands the listeners lns (the endpoint's first) to the launcher
+// over the socket on descriptor fd (the helper's --endpoint-fd), in one
+// message, and closes them all here.
+func Send(fd int, lns []*os.File) error {
 	defer unix.Close(fd)
-	defer ln.Close()
-	if err := unix.Sendmsg(fd, []byte{'e'}, unix.UnixRights(int(ln.Fd())), nil, 0); err != nil {
+	defer closeAll(lns)
+	fds := make([]int, len(lns))
+	for i, ln := range lns {
+		fds[i] = int(ln.Fd())
+	}
+	if err := unix.Sendmsg(fd, []byte{'e'}, unix.UnixRights(fds...), nil, 0); err != nil {
 		return fmt.Errorf("handing the proxy endpoint to the launcher on descriptor %d: %w", fd, err)
 	}
 	return nil
 }
 
-// receive is the listener the helper sent on c; c is closed.
-func receive(c *os.File) (*os.File, error) {
+// maxListeners bounds the listeners one hand-over carries.
+const maxListeners = 64
+
+// receive are the listeners the helper sent on c; c is closed.
+func receive(c *os.File) ([]*os.File, error) {
 	defer c.Close()
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	oob := make([]byte, unix.CmsgSpace(4))
+	oob := make([]byte, unix.CmsgSpace(4*maxListeners))
 	var n, oobn int
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
@@ -132,10 +179,14 @@ func receive(c *os.File) (*os.File, error) {
 		return nil, errors.New("the helper's hand-over held no descriptor")
 	}
 	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
+	if err != nil || len(fds) == 0 {
 		return nil, errors.New("the helper's hand-over held no descriptor")
 	}
-	return os.NewFile(uintptr(fds[0]), "proxy-endpoint"), nil
+	out := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		out[i] = os.NewFile(uintptr(fd), "proxy-endpoint")
+	}
+	return out, nil
 }
 
 // handOverTimeout bounds the wait for the process to take the endpoint;
@@ -148,43 +199,49 @@ var handOverTimeout = 5 * time.Second
 // its first connection). Should the process not take it, the launcher
 // carries each connection to the proxy's socket instead. ln is the
 // launcher's until then.
-func (p *Proxy) Bridge(ln *os.File) error {
+// More than one: the endpoint first, then the host ports' listeners
+// (ListenIn's order), each handed over alike.
+func (p *Proxy) Bridge(lns ...*os.File) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.stopping:
-		ln.Close()
+		closeAll(lns)
 	case p.ctl == nil:
-		// Not started yet: the watcher waits for this one's first
-		// connection too. A jail built again brings a new endpoint.
-		if p.endpoint != nil {
-			p.endpoint.Close()
-		}
-		p.endpoint = ln
+		// Not started yet: the watcher waits for these ones' first
+		// connection too. A jail built again brings new endpoints.
+		closeAll(p.endpoints)
+		p.endpoints = lns
 		p.poke()
 	default:
-		go p.handOver(ln)
+		for i, ln := range lns {
+			go p.handOver(ln, i > 0)
+		}
 	}
 	return nil
 }
 
 // handOver sends ln to the process and waits for its answer; without one,
 // the launcher serves ln itself.
-func (p *Proxy) handOver(ln *os.File) {
+func (p *Proxy) handOver(ln *os.File, hostPort bool) {
 	p.ctlMu.Lock()
-	err := p.send(ln)
+	err := p.send(ln, hostPort)
 	p.ctlMu.Unlock()
 	if err == nil {
 		ln.Close() // the process holds it now
 		return
 	}
-	if err := p.serveBridge(ln); err != nil {
+	if err := p.serveBridge(ln, hostPort); err != nil {
 		p.fail(fmt.Errorf("the egress proxy cannot serve the agent's endpoint: %w", err))
 	}
 }
 
-func (p *Proxy) send(ln *os.File) error {
-	if _, _, err := p.ctl.WriteMsgUnix([]byte{'e'}, unix.UnixRights(rawFD(ln)), nil); err != nil {
+func (p *Proxy) send(ln *os.File, hostPort bool) error {
+	kind := byte(policy.EndpointProxy)
+	if hostPort {
+		kind = policy.EndpointHostPort
+	}
+	if _, _, err := p.ctl.WriteMsgUnix([]byte{kind}, unix.UnixRights(rawFD(ln)), nil); err != nil {
 		return err
 	}
 	p.ctl.SetReadDeadline(time.Now().Add(handOverTimeout))
@@ -213,18 +270,25 @@ func rawFD(f *os.File) int {
 // stops.
 type bridged struct {
 	mu     sync.Mutex
-	b      *bridge.Bridge
+	bs     []*bridge.Bridge
 	closed bool
 }
 
 // serveBridge carries each connection ln accepts to the proxy's socket.
-func (p *Proxy) serveBridge(ln *os.File) error {
+func (p *Proxy) serveBridge(ln *os.File, hostPort bool) error {
 	l, err := net.FileListener(ln)
 	ln.Close()
 	if err != nil {
 		return fmt.Errorf("the proxy endpoint: %w", err)
 	}
-	b, err := bridge.Serve(l, p.Socket)
+	var b *bridge.Bridge
+	if ap, perr := netip.ParseAddrPort(l.Addr().String()); hostPort && perr == nil {
+		// A host port's listener: each connection a tunnel to the host's
+		// loopback on that port, which the proxy decides on.
+		b, err = bridge.ServeConnect(l, p.Socket, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String())
+	} else {
+		b, err = bridge.Serve(l, p.Socket)
+	}
 	if err != nil {
 		return err
 	}
@@ -234,7 +298,7 @@ func (p *Proxy) serveBridge(ln *os.File) error {
 		b.Close()
 		return nil
 	}
-	p.br.b = b
+	p.br.bs = append(p.br.bs, b)
 	return nil
 }
 
@@ -243,9 +307,9 @@ func (p *Proxy) serveBridge(ln *os.File) error {
 // fails to hand it over says why and does not start the agent.
 func (p *Proxy) BridgeFrom(c *os.File) {
 	go func() {
-		ln, err := receive(c)
+		lns, err := receive(c)
 		if err == nil {
-			err = p.Bridge(ln)
+			err = p.Bridge(lns...)
 		}
 		_ = err // the helper reports its own failure, and the agent never starts
 	}()
@@ -254,9 +318,9 @@ func (p *Proxy) BridgeFrom(c *os.File) {
 func (p *Proxy) closeBridge() {
 	p.br.mu.Lock()
 	p.br.closed = true
-	b := p.br.b
+	bs := p.br.bs
 	p.br.mu.Unlock()
-	if b != nil {
+	for _, b := range bs {
 		b.Close()
 	}
 }

@@ -78,8 +78,8 @@ type Proxy struct {
 	// endpoint is the agent's endpoint, until the process is started and
 	// takes it; wake (an eventfd, -1 once closed) tells the watcher it
 	// came, or that the session ends.
-	endpoint *os.File
-	wake     int
+	endpoints []*os.File
+	wake      int
 	// ctl hands the process the endpoint (descriptor 6 of the process).
 	ctl   *net.UnixConn
 	ctlMu sync.Mutex
@@ -337,8 +337,8 @@ func (p *Proxy) awaitConnection() error {
 			return nil
 		}
 		fds := []unix.PollFd{{Fd: int32(p.wake), Events: unix.POLLIN}, {Fd: int32(p.lnFD), Events: unix.POLLIN}}
-		if p.endpoint != nil {
-			fds = append(fds, unix.PollFd{Fd: int32(rawFD(p.endpoint)), Events: unix.POLLIN})
+		for _, ep := range p.endpoints {
+			fds = append(fds, unix.PollFd{Fd: int32(rawFD(ep)), Events: unix.POLLIN})
 		}
 		p.mu.Unlock()
 		// A blocking poll holds one thread for the wait, and none of the
@@ -457,10 +457,10 @@ func (p *Proxy) start() (<-chan string, error) {
 		return nil, fmt.Errorf("the egress proxy cannot start: %s: %w", p.prog, err)
 	}
 	p.pid, p.in, p.ctl = pid, inW, ctl
-	if ep := p.endpoint; ep != nil {
-		p.endpoint = nil
-		go p.handOver(ep)
+	for i, ep := range p.endpoints {
+		go p.handOver(ep, i > 0)
 	}
+	p.endpoints = nil
 	// The policy may be larger than a pipe holds: written while the
 	// process reads it.
 	go inW.Write(line)
@@ -515,10 +515,8 @@ func (p *Proxy) Stop() {
 	p.stopping = true
 	pid, in, watching := p.pid, p.in, p.watching
 	p.poke() // a watcher still waiting for a first connection returns
-	if p.endpoint != nil {
-		p.endpoint.Close()
-		p.endpoint = nil
-	}
+	closeAll(p.endpoints)
+	p.endpoints = nil
 	p.mu.Unlock()
 	if pid != 0 {
 		in.Close()

@@ -22,7 +22,7 @@ func (p *Proxy) started() bool {
 func (p *Proxy) bridging() bool {
 	p.br.mu.Lock()
 	defer p.br.mu.Unlock()
-	return p.br.b != nil
+	return len(p.br.bs) > 0
 }
 
 // roundTrip opens a tunnel to up through the endpoint and checks one echo.

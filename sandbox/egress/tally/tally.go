@@ -44,6 +44,36 @@ type Tally struct {
 	mu    sync.Mutex
 	dests [outcomes]map[string]int
 	other [outcomes]int
+	// upstream counts the upstream proxy's failures by reason, up to
+	// maxUpstream reasons (in the order first seen).
+	upstream []UpstreamFailure
+}
+
+// maxUpstream bounds the upstream failures a Tally tells apart.
+const maxUpstream = 3
+
+// UpstreamFailure is one reason the upstream proxy failed, and how often.
+type UpstreamFailure struct {
+	Reason string `json:"reason"`
+	N      int    `json:"n"`
+}
+
+// Upstream counts one failure of the upstream proxy (egress_upstream):
+// the session's end says it in one line.
+func (t *Tally) Upstream(reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.upstream {
+		if t.upstream[i].Reason == reason {
+			t.upstream[i].N++
+			return
+		}
+	}
+	if len(t.upstream) < maxUpstream {
+		t.upstream = append(t.upstream, UpstreamFailure{reason, 1})
+	} else {
+		t.upstream[maxUpstream-1].N++
+	}
 }
 
 // Add counts one request to target (host:port as the client asked, cut
@@ -85,6 +115,8 @@ type Summary struct {
 	Allowed Group `json:"allowed"`
 	Refused Group `json:"refused"`
 	Failed  Group `json:"failed"`
+	// Upstream are the upstream proxy's failures (Tally.Upstream).
+	Upstream []UpstreamFailure `json:"upstream,omitempty"`
 }
 
 // Summary is the tally so far.
@@ -113,7 +145,7 @@ func (t *Tally) Summary() Summary {
 			g.Top = g.Top[:Shown]
 		}
 	}
-	return Summary{Allowed: gs[Allowed], Refused: gs[Refused], Failed: gs[Failed]}
+	return Summary{Allowed: gs[Allowed], Refused: gs[Refused], Failed: gs[Failed], Upstream: append([]UpstreamFailure(nil), t.upstream...)}
 }
 
 // Empty reports whether the session made no request at all.
@@ -174,6 +206,29 @@ func (s Summary) Line(logPath string) string {
 	}
 	if logPath != "" {
 		b.WriteString("; details: " + safetext.Escape(logPath))
+	}
+	if up := s.UpstreamLine(); up != "" {
+		b.WriteString("\n" + up)
+	}
+	return b.String()
+}
+
+// UpstreamLine is the one line about the upstream proxy's failures, or
+// "" when it had none.
+func (s Summary) UpstreamLine() string {
+	if len(s.Upstream) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("cco: egress upstream proxy failed this session:")
+	for i, u := range s.Upstream {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s", safetext.Escape(clip(u.Reason, 400)))
+		if u.N > 1 {
+			fmt.Fprintf(&b, " (x%d)", u.N)
+		}
 	}
 	return b.String()
 }

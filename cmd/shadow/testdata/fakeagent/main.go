@@ -34,6 +34,10 @@ type Params struct {
 	// unix socket name (without the @) bound on the host.
 	Upstream string `json:"upstream"`
 	Abstract string `json:"abstract"`
+	// Direct are URLs fetched without a proxy, as an agent fetches its
+	// base URL on the jail's loopback; each is reported as
+	// direct:<url>, "<status> <body>" or the error.
+	Direct []string `json:"direct"`
 	// time mode: commands run in turn, N rounds; the report has each
 	// one's median in microseconds.
 	Runs [][]string `json:"runs"`

@@ -58,6 +58,17 @@ func netProbe(p *Params) {
 		cancel()
 		report["dns"] = res(err)
 	}
+	for _, u := range p.Direct {
+		cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
+		resp, err := cl.Get(u)
+		if err != nil {
+			report["direct:"+u] = res(err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		report["direct:"+u] = strconv.Itoa(resp.StatusCode) + " " + string(b)
+	}
 	if p.Abstract != "" {
 		c, err := net.Dial("unix", "@"+p.Abstract)
 		report["abstract"] = closeRes(c, err)

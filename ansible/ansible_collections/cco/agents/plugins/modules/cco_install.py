@@ -24,6 +24,17 @@ version_added: "0.1.0"
 extends_documentation_fragment:
   - cco.agents.cco
 options:
+  verify_jail:
+    description:
+      - After a successful run (not in check mode), run C(cco-install verify --json), a self-test battery in each
+        installed agent's real jail, and return its verdict as C(cco_jail_verified) and C(cco_jail_failed).
+    type: bool
+    default: true
+  require_verified:
+    description:
+      - Fail the task when a check of C(cco-install verify) fails, naming each check and its fix.
+    type: bool
+    default: false
   state:
     description:
       - C(present) installs and repairs, C(absent) undoes what the receipt
@@ -95,6 +106,19 @@ cmd:
   returned: always
   type: list
   elements: str
+cco_jail_verified:
+  description: Whether every check of C(cco-install verify) held on this host.
+  returned: when verify_jail ran (state present, not in check mode, no root)
+  type: bool
+cco_jail_failed:
+  description: The failed checks, C(<agent>:<check id>), or the reason the battery could not run.
+  returned: when verify_jail ran
+  type: list
+  elements: str
+jail:
+  description: C(cco-install verify --json)'s document (schema, ok, time, kernel, engine, layers, versions, checks, failed).
+  returned: when verify_jail ran
+  type: dict
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -126,6 +150,30 @@ def build_argv(path, params, check, diff):
     return argv
 
 
+def verify_jail(module, path, params, result):
+    """Runs cco-install verify --json and adds its verdict to result; with
+    require_verified, a failed check fails the task."""
+    argv = [path, 'verify', '--json']
+    if params['root'] and params['root'] != '/':
+        argv += ['--root', params['root']]
+    rc, doc, err = run_json(module, argv)
+    failed = list(doc.get('failed') or [])
+    verified = rc == EXIT_OK and bool(doc.get('ok'))
+    if rc not in (EXIT_OK, EXIT_CONFLICT):
+        failed = ['battery: ' + (doc.get('error') or err or 'exit %d' % rc).strip()]
+    result.update(cco_jail_verified=verified, cco_jail_failed=failed, jail=doc)
+    if not verified and params['require_verified']:
+        lines = []
+        for c in doc.get('checks') or []:
+            if not c.get('ok'):
+                line = '%s %s: %s' % (c.get('agent'), c.get('id'), c.get('detail'))
+                if c.get('fix'):
+                    line += '; fix: ' + c['fix']
+                lines.append(line)
+        result['msg'] = 'the jail is not verified on this host (require_verified): ' + '; '.join(lines or failed)
+        module.fail_json(**result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=common_args(
@@ -137,6 +185,8 @@ def main():
             rollback=dict(type='str'),
             bundle=dict(type='path'),
             force=dict(type='bool', default=False),
+            verify_jail=dict(type='bool', default=True),
+            require_verified=dict(type='bool', default=False),
         ),
         mutually_exclusive=[('upgrade', 'rollback')],
         supports_check_mode=True,
@@ -161,6 +211,8 @@ def main():
         if diffs:
             result['diff'] = dict(prepared='\n'.join(diffs))
     if rc == EXIT_OK:
+        if p['state'] == 'present' and p['verify_jail'] and not module.check_mode and (not p['root'] or p['root'] == '/'):
+            verify_jail(module, path, p, result)
         module.exit_json(**result)
     problems = step_problems(report)
     what = 'conflicts' if rc == EXIT_CONFLICT else 'failed'

@@ -52,6 +52,10 @@ in_sync:
   description: Whether every owned path is as cco-install left it and nothing else drifted.
   returned: always
   type: bool
+cco_jail_verified:
+  description: Whether the last C(cco-install verify) kept on the host held and nothing it was taken on (shadow, agents, kernel, sandbox.toml) changed since.
+  returned: always
+  type: bool
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -84,7 +88,7 @@ def main():
     path = find_binary(module, p['binary'])
     if path is None:
         # Not installed is not in sync; a fleet report still gathers it.
-        result = dict(changed=False, in_sync=False, status={}, cmd=[],
+        result = dict(changed=False, in_sync=False, status={}, cmd=[], cco_jail_verified=False,
                       msg='%s is not installed (or not on PATH): install the cco package, or set binary to its path' % p['binary'])
         if p['fail_on_drift']:
             module.fail_json(**result)
@@ -101,7 +105,9 @@ def main():
     in_sync = bool(status.get('in_sync'))
     # No rc in the result: Ansible takes a non-zero rc for a failure, and
     # drift (exit 3) is a finding here, not a failure.
-    result = dict(changed=False, status=status, in_sync=in_sync, cmd=argv)
+    jv = status.get('jail_verified') or {}
+    result = dict(changed=False, status=status, in_sync=in_sync, cmd=argv,
+                  cco_jail_verified=bool(jv.get('ok')) and not jv.get('changed'))
     if not in_sync and p['fail_on_drift']:
         result['msg'] = 'cco drifted: ' + '; '.join(drift_lines(status))
         module.fail_json(rc=rc, **result)
