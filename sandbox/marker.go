@@ -28,6 +28,12 @@ type Marker struct {
 	// Egress is the network policy: "public", "allowlist", "off", or "host"
 	// when the jail shares the host's network.
 	Egress string `json:"egress"`
+	// Engine is the jail engine that built the jail: "cco" (cco's own)
+	// or "bwrap" (sandbox/engine).
+	Engine string `json:"engine,omitempty"`
+	// Layers are the protections in force besides the namespaces and
+	// mounts: "seccomp", and "landlock" with its ABI where it applies.
+	Layers []string `json:"layers,omitempty"`
 }
 
 // procRoot is the test seam for ProbeJail's view of /proc.

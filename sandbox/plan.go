@@ -68,6 +68,9 @@ type Launch struct {
 	// ModeOff); "" means off, the closed default. The jail always gets its
 	// own empty network namespace.
 	Egress string
+	// Engine is the jail engine that runs the Spec (sandbox/engine):
+	// recorded in the marker.
+	Engine string
 	// EgressSocket is the host path of the proxy's listening socket, bound
 	// at EgressSocket inside; required unless Egress is off.
 	EgressSocket string
@@ -418,7 +421,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		s.MaxProcs = DefaultMaxProcs
 	}
 	direct := l.Direct && (mode == policy.ModeOff || l.HostEndpoint)
-	if s.Marker, err = markerJSON(&Marker{Schema: MarkerSchema, Agent: p.Name, Session: l.Session, Workspace: ws, Egress: mode}); err != nil {
+	if s.Marker, err = markerJSON(&Marker{Schema: MarkerSchema, Agent: p.Name, Session: l.Session, Workspace: ws, Egress: mode, Engine: l.Engine, Layers: layers(l.Engine)}); err != nil {
 		return nil, nil, err
 	}
 

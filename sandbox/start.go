@@ -21,6 +21,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/appserver"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/engine"
 	"github.com/cco-dev/cco/sandbox/keyring"
 	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/pty"
@@ -58,6 +59,10 @@ type RootView struct {
 	Applies func(euid int) bool
 	Prepare func(s *Spec) (trees []string, err error)
 	Start   func(bwrap string, argv []string, attr *syscall.ProcAttr, trees []string) (int, error)
+	// Detach makes trees' idmapped copies as detached mounts, for cco's
+	// own engine, whose child places them; ID is the host id 0 maps to.
+	Detach func(trees []string) ([]int, error)
+	ID     int
 }
 
 var rootView *RootView
@@ -97,7 +102,11 @@ func Start(l *Launch) (*Session, error) {
 		return nil, &LaunchError{Code: ExitNotFound, Msg: err.Error()}
 	}
 	bwrap := SystemRoot + BwrapPath
-	if _, err := os.Stat(bwrap); err != nil {
+	kind, err := chooseEngine(l)
+	if err != nil {
+		return nil, cannotBuild(err)
+	}
+	if _, err := os.Stat(bwrap); err != nil && kind == engine.Bwrap {
 		return nil, cannotBuild(fmt.Errorf("bubblewrap is not installed at %s (fix: sudo apt-get install bubblewrap, or sudo dnf install bubblewrap)", bwrap))
 	}
 	euid := os.Geteuid()
@@ -133,7 +142,7 @@ func Start(l *Launch) (*Session, error) {
 	if l.Session == "" {
 		l.Session = sessionID()
 	}
-	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Messages, euid: euid}
+	r := &launched{name: p.Name, bwrap: bwrap, stderr: l.Messages, euid: euid, engine: kind}
 	if pol.Mode == policy.ModeOff {
 		fmt.Fprint(l.Messages, policy.OffBanner())
 	} else if r.px, err = spawn.Start(SystemRoot+ProxyPath, pol, l.Session, saferead.ReadCapped); err != nil {
@@ -179,15 +188,18 @@ type launched struct {
 	name, bwrap string
 	stderr      io.Writer
 	euid        int
-	px          *spawn.Proxy    // nil with egress off
-	sshRelay    *sshagent.Relay // ssh_agent's socket for the jail, or nil
-	helper      bool            // the agent starts through the in-jail helper
-	spec        *Spec
-	stdio       [3]*os.File
-	don         *donation
-	proc        *supervise.Process
-	streams     *pty.Streams
-	term        *pty.Terminal
+	engine      engine.Kind
+	// opts are the jail's options, handed over on a descriptor (--args).
+	opts     []string
+	px       *spawn.Proxy    // nil with egress off
+	sshRelay *sshagent.Relay // ssh_agent's socket for the jail, or nil
+	helper   bool            // the agent starts through the in-jail helper
+	spec     *Spec
+	stdio    [3]*os.File
+	don      *donation
+	proc     *supervise.Process
+	streams  *pty.Streams
+	term     *pty.Terminal
 	// login: the launch runs the agent's login flow, whose ports are then
 	// carried in until the login state (its host path) changes.
 	login      bool
@@ -250,7 +262,11 @@ func (s *launched) plan(l *Launch, mode string) (*Session, error) {
 		return nil, cannotBuild(err)
 	}
 	// The jail's pid 1 is cco's, not bwrap's (docs/adr/0110-jail-pid-1.md).
-	spec.Init = []string{SystemRoot + HelperPath, "init", "--"}
+	// cco's own engine's child is that pid 1 already: sealed, reaping,
+	// with the jail's environment alone.
+	if s.engine != engine.CCO {
+		spec.Init = []string{SystemRoot + HelperPath, "init", "--"}
+	}
 	sess, err := Prepare(l.Home, runtimeDir, prep)
 	if err != nil {
 		return nil, cannotBuild(err)
@@ -330,6 +346,7 @@ func (s *launched) start() error {
 	// environment (--setenv), which its command line would show to every
 	// user of the host.
 	opts := s.spec.options(d)
+	s.opts = opts
 	argv := append([]string{s.bwrap, "--args", strconv.Itoa(d.dataFile(nulJoined(opts)))}, s.spec.command(d)...)
 	if d.err != nil {
 		d.abandon()
@@ -359,11 +376,7 @@ func (s *launched) start() error {
 	// limit could refuse.
 	s.endKeyring, err = keyring.Fresh(func() error {
 		return WithProcLimit(s.spec.MaxProcs, func() (err error) {
-			if view {
-				pid, err = rootView.Start(s.bwrap, argv, attr, trees)
-				return err
-			}
-			pid, err = syscall.ForkExec(s.bwrap, argv, attr)
+			pid, err = s.fork(argv, attr, trees, view)
 			return err
 		})
 	})
@@ -371,7 +384,7 @@ func (s *launched) start() error {
 	if err != nil {
 		streams.Close()
 		d.abandon()
-		return cannotBuild(fmt.Errorf("starting %s: %w", s.bwrap, err))
+		return cannotBuild(fmt.Errorf("starting %s: %w", s.program(), err))
 	}
 	streams.Started()
 	s.streams = streams
@@ -512,7 +525,7 @@ func (s *launched) wait() int {
 	if !r.Ran && !r.Status.Signaled() && r.Status.ExitStatus() != 0 && s.spec.DropVanishedSockets() {
 		return retryJail
 	}
-	code, why := supervise.ExitStatus(r.Status, r.Ran, s.bwrap)
+	code, why := s.exitStatus(r.Status, r.Ran)
 	if why != "" {
 		fmt.Fprintf(s.stderr, "cco: cannot build the jail: %s\n", safetext.Escape(why))
 	}

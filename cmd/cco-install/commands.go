@@ -126,6 +126,7 @@ func status(ctx context.Context, root *provision.Root, cfg *Config, o *options, 
 	for _, p := range probs {
 		rep.AddFinding(p)
 	}
+	st.Notes = append(st.Notes, engineNote())
 	if v.Root.IsHost() && !image {
 		// What preflight does not refuse on is still said: a cause status
 		// can name (AppArmor's restriction uncovered) is a finding, a

@@ -19,6 +19,7 @@ import (
 	"github.com/cco-dev/cco/sandbox/egress/bridge"
 	"github.com/cco-dev/cco/sandbox/egress/policy"
 	"github.com/cco-dev/cco/sandbox/egress/spawn"
+	"github.com/cco-dev/cco/sandbox/engine"
 	"github.com/cco-dev/cco/sandbox/jailinit"
 	"github.com/cco-dev/cco/sandbox/loginfwd"
 	"github.com/cco-dev/cco/sandbox/nodump"
@@ -143,6 +144,11 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			env, stay = append(env, bridge.ProxyEnv(b.Addr)...), true
 		}
 		return runAgent(m.Agent, rest, env, stay, stderr)
+	case engine.HelperMode:
+		// cco's own jail engine's child, started by the launcher in the
+		// jail's new namespaces (sandbox/engine): it builds the jail,
+		// then stays its pid 1.
+		return engine.Main(args[1:], stderr)
 	case loginfwd.DialMode:
 		// Started by the shadow, through nsenter, in the jail's network
 		// namespace: it dials the login listener there and hands back the

@@ -18,6 +18,7 @@ import (
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/testenv"
 	"github.com/cco-dev/cco/sandbox"
+	"github.com/cco-dev/cco/sandbox/engine"
 	"github.com/cco-dev/cco/sandbox/seccomp"
 )
 
@@ -95,7 +96,7 @@ func buildRoot() (string, error) {
 	}
 	shadow := filepath.Join(root, "usr/local/bin/claude")
 	// Static, as the release builds it (no dynamic loader at every start).
-	build := exec.Command(goTool(), "build", "-ldflags", "-X github.com/cco-dev/cco/sandbox.SystemRoot="+root,
+	build := exec.Command(goTool(), "build", "-ldflags", "-X github.com/cco-dev/cco/sandbox.SystemRoot="+root+engine.LinkFlag(os.Getenv(engine.EnvVar)),
 		"-o", shadow, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/testenv"
+	"github.com/cco-dev/cco/sandbox/engine"
 )
 
 func TestExitStatusIsTheAgents(t *testing.T) {
@@ -297,7 +298,10 @@ func TestRefusals(t *testing.T) {
 	t.Run("no bwrap", func(t *testing.T) {
 		back := move(filepath.Join(root, "usr/bin/bwrap"))
 		defer back()
-		r := runCmd(t, w.cmd(root, "codex", w.ws, "probe", probe))
+		// bubblewrap's own refusals: the launch runs on it.
+		c := w.cmd(root, "codex", w.ws, "probe", probe)
+		c.Env = append(c.Env, engine.EnvVar+"=bwrap")
+		r := runCmd(t, c)
 		if r.code != 126 || !strings.Contains(r.stderr, "apt-get install bubblewrap") {
 			t.Errorf("%d %q", r.code, r.stderr)
 		}
@@ -309,7 +313,10 @@ func TestRefusals(t *testing.T) {
 		// What bwrap says under Ubuntu 24.04's AppArmor restriction.
 		os.WriteFile(bw, []byte("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755)
 		defer os.Remove(bw)
-		r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", probe))
+		// bubblewrap's own refusals: the launch runs on it.
+		c := w.cmd(root, "claude", w.ws, "probe", probe)
+		c.Env = append(c.Env, engine.EnvVar+"=bwrap")
+		r := runCmd(t, c)
 		if r.code != 126 || !strings.Contains(r.stderr, "user namespaces are blocked") || !strings.Contains(r.stderr, "apparmor_parser -r") ||
 			!strings.Contains(r.stderr, "userns") {
 			t.Errorf("%d %q", r.code, r.stderr)
@@ -321,7 +328,10 @@ func TestRefusals(t *testing.T) {
 		defer back()
 		os.WriteFile(bw, []byte("#!/bin/sh\ncase \"$*\" in *true) exit 0;; esac\necho 'bwrap: Can not mount tmpfs' >&2\nexit 1\n"), 0o755)
 		defer os.Remove(bw)
-		r := runCmd(t, w.cmd(root, "claude", w.ws, "probe", probe))
+		// bubblewrap's own refusals: the launch runs on it.
+		c := w.cmd(root, "claude", w.ws, "probe", probe)
+		c.Env = append(c.Env, engine.EnvVar+"=bwrap")
+		r := runCmd(t, c)
 		if r.code != 126 || !strings.Contains(r.stderr, "bwrap failed before the agent started") {
 			t.Errorf("%d %q", r.code, r.stderr)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cco-dev/cco/agent"
 	"github.com/cco-dev/cco/internal/testenv"
+	"github.com/cco-dev/cco/sandbox/engine"
 )
 
 // RootOptions say what goes into a system root besides the shadow and the
@@ -161,7 +162,7 @@ func BuildRoot(o RootOptions) (*Root, error) {
 	names := agent.Names()
 	shadow := r.Shadow(names[0])
 	builds := [][]string{
-		{"cmd/shadow", shadow, "-X github.com/cco-dev/cco/sandbox.SystemRoot=" + dir},
+		{"cmd/shadow", shadow, "-X github.com/cco-dev/cco/sandbox.SystemRoot=" + dir + engine.LinkFlag(os.Getenv(engine.EnvVar))},
 		{"cmd/egress-proxy", filepath.Join(dir, "usr/libexec/cco/egress-proxy")},
 		{o.Agent, r.Agent},
 	}

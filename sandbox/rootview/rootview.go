@@ -42,7 +42,9 @@ const ID = 93376 // 0x16cc0
 func Applies(uid int) bool { return uid == 0 }
 
 // Registered with the launcher, which cannot import this package.
-func init() { sandbox.UseRootView(&sandbox.RootView{Applies: Applies, Prepare: Prepare, Start: Start}) }
+func init() {
+	sandbox.UseRootView(&sandbox.RootView{Applies: Applies, Prepare: Prepare, Start: Start, Detach: Detach, ID: ID})
+}
 
 // Trees are the host paths the view maps back to root, from the Spec: the
 // home (its login state is bound from it, and bwrap, being ID, must enter
@@ -419,4 +421,27 @@ func reap(pid int) {
 			return
 		}
 	}
+}
+
+// Detach is the idmapped copy of each of trees, as detached mounts, for
+// cco's own jail engine: its child places them at their paths in the
+// jail's mount namespace before it builds the tree. The caller closes them.
+func Detach(trees []string) ([]int, error) {
+	userns, err := mapping()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(userns)
+	fds := make([]int, 0, len(trees))
+	for _, t := range trees {
+		fd, err := idmapped(t, userns)
+		if err != nil {
+			for _, f := range fds {
+				unix.Close(f)
+			}
+			return nil, err
+		}
+		fds = append(fds, fd)
+	}
+	return fds, nil
 }

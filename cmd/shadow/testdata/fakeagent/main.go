@@ -84,6 +84,8 @@ func main() {
 	}
 	report["argv"] = strings.Join(os.Args, "\x1f")
 	switch p.Mode {
+	case "view":
+		view()
 	case "exit":
 		os.Exit(p.Code)
 	case "sh":
