@@ -177,8 +177,12 @@ func (c *child) build() error {
 			return fmt.Errorf("the jail's working directory: %w", err)
 		}
 	}
-	// As bwrap: PWD is the directory the command starts in.
-	if wd, err := os.Getwd(); err == nil {
+	// As bwrap: PWD is the directory the command starts in, as --chdir
+	// names it (a workspace reached through a link keeps the shell's
+	// logical path).
+	if c.chdir != "" {
+		os.Setenv("PWD", c.chdir)
+	} else if wd, err := os.Getwd(); err == nil {
 		os.Setenv("PWD", wd)
 	}
 	return c.lockDown()
