@@ -806,9 +806,14 @@ func shellQuote(p string) string {
 // the checkout back. A separate git directory (git init
 // --separate-git-dir, which modern git writes without core.worktree) is
 // named back by setting core.worktree; a worktree's by git worktree
-// repair. rm is no fix: it would cut the checkout from its repository.
+// repair; rm would cut such a checkout from its repository. A .git file
+// naming a directory that is no repository at all (~/.ssh) is removed.
 func nameBackFix(g, d string) string {
-	if _, err := os.Lstat(filepath.Join(d, "commondir")); isGitDir(d) && err != nil {
+	if !isGitDir(d) {
+		// It names no repository: the file is all there is to undo.
+		return "(fix: rm " + shellQuote(g) + ")"
+	}
+	if _, err := os.Lstat(filepath.Join(d, "commondir")); err != nil {
 		return fmt.Sprintf("(fix: git --git-dir=%s config core.worktree %s)", shellQuote(d), shellQuote(filepath.Dir(g)))
 	}
 	return "(fix: git worktree repair " + shellQuote(filepath.Dir(g)) + ", run in the main checkout)"
