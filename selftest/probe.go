@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -61,18 +63,7 @@ func Probe(req *Request) *Report {
 	return r
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
-}
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 func kernel() string {
 	var u unix.Utsname
@@ -223,40 +214,32 @@ func openPty() (master, slave int, err error) {
 // ttyInjection: TIOCSTI, which would type into a terminal, is refused by
 // the filter (EPERM), whatever the kernel's own legacy_tiocsti says.
 func ttyInjection() Check {
-	c := Check{ID: "tiocsti"}
-	m, s, err := openPty()
-	if err != nil {
-		c.Detail = "no pty to try TIOCSTI on: " + errText(err)
-		return c
-	}
-	defer unix.Close(m)
-	defer unix.Close(s)
 	b := byte('x')
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s), unix.TIOCSTI, uintptr(unsafe.Pointer(&b)))
-	if errno == unix.EPERM {
-		c.OK, c.Detail = true, "TIOCSTI refused (EPERM)"
-		return c
-	}
-	c.Detail = fmt.Sprintf("TIOCSTI was not refused by the filter (%v)", errnoText(errno))
-	return c
+	return ttyRefused("tiocsti", "TIOCSTI", unix.TIOCSTI, &b)
 }
 
 func ttyLinux() Check {
-	c := Check{ID: "tioclinux"}
+	sub := byte(6) // TIOCL_GETSHIFTSTATE: harmless where it is allowed
+	return ttyRefused("tioclinux", "TIOCLINUX", unix.TIOCLINUX, &sub)
+}
+
+// ttyRefused tries the ioctl req on a pty of the jail's own: only the
+// filter's EPERM counts as refused.
+func ttyRefused(id, name string, req uint, arg *byte) Check {
+	c := Check{ID: id}
 	m, s, err := openPty()
 	if err != nil {
-		c.Detail = "no pty to try TIOCLINUX on: " + errText(err)
+		c.Detail = "no pty to try " + name + " on: " + errText(err)
 		return c
 	}
 	defer unix.Close(m)
 	defer unix.Close(s)
-	sub := byte(6) // TIOCL_GETSHIFTSTATE: harmless where it is allowed
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s), unix.TIOCLINUX, uintptr(unsafe.Pointer(&sub)))
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s), uintptr(req), uintptr(unsafe.Pointer(arg)))
 	if errno == unix.EPERM {
-		c.OK, c.Detail = true, "TIOCLINUX refused (EPERM)"
+		c.OK, c.Detail = true, name+" refused (EPERM)"
 		return c
 	}
-	c.Detail = fmt.Sprintf("TIOCLINUX was not refused by the filter (%v)", errnoText(errno))
+	c.Detail = fmt.Sprintf("%s was not refused by the filter (%v)", name, errnoText(errno))
 	return c
 }
 

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -117,7 +117,7 @@ func Changed(then, now Fingerprint) []string {
 	if then.Shadow != now.Shadow {
 		out = append(out, "shadow")
 	}
-	if !mapsEqual(then.Agents, now.Agents) {
+	if !maps.Equal(then.Agents, now.Agents) {
 		out = append(out, "agents")
 	}
 	if then.Kernel != now.Kernel {
@@ -127,23 +127,6 @@ func Changed(then, now Fingerprint) []string {
 		out = append(out, "sandbox.toml")
 	}
 	return out
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	keys := make([]string, 0, len(a))
-	for k := range a {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if b[k] != a[k] {
-			return false
-		}
-	}
-	return true
 }
 
 // Status is status --json's jail_verified.
