@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // MarkerPath is where, inside a jail, the shadow mounts the jail marker
@@ -42,8 +44,8 @@ var procRoot = "/proc"
 // ProbeJail decides, from inside, whether this process runs in a cco jail.
 // All of these must hold, and none of them can be arranged by writing a file
 // or setting an environment variable that the user or the agent controls:
-//   - MarkerPath is a read-only mount point (per /proc/self/mountinfo) and
-//     parses as a marker;
+//   - MarkerPath is a read-only mount point (per statx and statfs, or
+//     /proc/self/mountinfo on an older kernel) and parses as a marker;
 //   - the process has no effective capabilities (CapEff 0), so it is neither
 //     root on the host nor able to remount the marker;
 //   - NoNewPrivs is set, as bwrap sets it.
@@ -66,11 +68,10 @@ func ProbeJail() (*Marker, error) {
 	if v := statusField(status, "NoNewPrivs"); v != "1" {
 		return nil, fmt.Errorf("NoNewPrivs is %q, not 1: not inside a cco jail", v)
 	}
-	mi, err := os.ReadFile(procRoot + "/self/mountinfo")
+	ro, found, err := markerMount()
 	if err != nil {
-		return nil, fmt.Errorf("reading %s/self/mountinfo: %w", procRoot, err)
+		return nil, err
 	}
-	ro, found := mountReadOnly(mi, MarkerPath)
 	if !found {
 		return nil, fmt.Errorf("%s is not a mount point: not inside a cco jail", MarkerPath)
 	}
@@ -86,6 +87,30 @@ func ProbeJail() (*Marker, error) {
 		return nil, errors.New("the jail marker " + MarkerPath + " is not a cco marker")
 	}
 	return &m, nil
+}
+
+// markerMount tells whether MarkerPath is a mount point and whether the
+// mount on top is read-only: from statx's mount-root attribute and statfs's
+// flags where the kernel has the attribute (Linux 5.8), which a jail's pid 1
+// asks at every launch; from the mount table otherwise.
+func markerMount() (ro, found bool, err error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, MarkerPath, unix.AT_SYMLINK_NOFOLLOW, 0, &st); err == nil && st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		if st.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+			return false, false, nil
+		}
+		var fs unix.Statfs_t
+		if err := unix.Statfs(MarkerPath, &fs); err != nil {
+			return false, false, fmt.Errorf("the jail marker's mount: %w", err)
+		}
+		return fs.Flags&unix.ST_RDONLY != 0, true, nil
+	}
+	mi, err := os.ReadFile(procRoot + "/self/mountinfo")
+	if err != nil {
+		return false, false, fmt.Errorf("reading %s/self/mountinfo: %w", procRoot, err)
+	}
+	ro, found = mountReadOnly(mi, MarkerPath)
+	return ro, found, nil
 }
 
 func statusField(status []byte, key string) string {

@@ -212,6 +212,9 @@ type launched struct {
 type jailPID struct {
 	known chan struct{}
 	pid   int
+	// helperIsPID1: cco's engine replaced its child with the helper
+	// (docs/adr/0147-one-program-in-the-jail.md).
+	helperIsPID1 bool
 }
 
 func (j *jailPID) set(pid int) { j.pid = pid; close(j.known) }
@@ -225,7 +228,7 @@ func (j *jailPID) agentStopped(foreground int) bool {
 	case <-time.After(time.Second):
 		return false
 	}
-	return supervise.TerminalAgentStopped(j.pid, foreground)
+	return supervise.TerminalAgentStopped(j.pid, foreground, j.helperIsPID1)
 }
 
 // plan registers, plans and prepares under the home's registry lock: a
@@ -388,7 +391,10 @@ func (s *launched) start() error {
 	}
 	streams.Started()
 	s.streams = streams
-	s.pid1 = &jailPID{known: make(chan struct{})}
+	// cco's engine replaces its child with the helper's exec mode when
+	// that is the command (sandbox/engine's pid1Argv).
+	c := s.spec.Command
+	s.pid1 = &jailPID{known: make(chan struct{}), helperIsPID1: s.engine == engine.CCO && len(c) > 1 && c[0] == SystemRoot+HelperPath && c[1] == "exec"}
 	if d.ttyHost != nil {
 		if s.term, err = pty.AttachChecked(d.ttyHost, s.stdio[0], s.stdio[1], s.pid1.agentStopped); err != nil {
 			d.ttyHost.Close()

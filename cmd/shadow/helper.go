@@ -28,10 +28,16 @@ import (
 
 // helper runs the in-sandbox modes:
 //
-//	sandbox-helper init -- <program> [args]  the jail's pid 1 (sandbox/jailinit)
+//	sandbox-helper init [--status-fd N] -- <program> [args]
+//	                                         the jail's pid 1 (sandbox/jailinit)
 //	sandbox-helper guard <hook> [args...]    the guard's hooks
-//	sandbox-helper exec [--endpoint-fd N] [--host-ports P,...] -- <program> [args]
+//	sandbox-helper exec [--status-fd N] [--endpoint-fd N] [--host-ports P,...] -- <program> [args]
 //	                                         start the agent inside the jail
+//
+// --status-fd is the launcher's status stream, which cco's own engine hands
+// the process it replaces itself with: that process is the jail's pid 1
+// and writes the stream's exit-code line.
+//
 //	sandbox-helper connect <host> <port>     ssh's ProxyCommand: a tunnel
 //	                                         through the agent's proxy endpoint
 //
@@ -50,7 +56,11 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "init":
-		rest := args[1:]
+		status, rest, err := jailinit.TakeStatus(args[1:])
+		if err != nil {
+			fmt.Fprintf(stderr, "cco sandbox-helper: %v\n", err)
+			return 2
+		}
 		if len(rest) > 0 && rest[0] == "--" {
 			rest = rest[1:]
 		}
@@ -62,7 +72,9 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "cco sandbox-helper: refusing to run %s outside a cco jail: %v (start the agent as %s instead)\n", rest[0], err, agent.List(agent.Names(), "or"))
 			return exitCannotRun
 		}
-		return jailinit.Run(rest, os.Environ(), stderr)
+		code := jailinit.Run(rest, os.Environ(), stderr)
+		status.Exited(code)
+		return code
 	case "connect":
 		return connect(args[1:], stdin, stdout, stderr)
 	case "guard":
@@ -74,76 +86,14 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "selftest":
 		return selftestMode(args[1:], stdout, stderr)
 	case "exec":
-		rest := args[1:]
-		endpointFD, ttyFD := -1, -1
-		var hostPorts []int
-		for len(rest) > 1 && (rest[0] == "--endpoint-fd" || rest[0] == "--tty-fd" || rest[0] == "--host-ports") {
-			if rest[0] == "--host-ports" {
-				for _, f := range strings.Split(rest[1], ",") {
-					n, err := strconv.Atoi(f)
-					if err != nil || n < 1 || n > 65535 {
-						fmt.Fprintf(stderr, "cco sandbox-helper: --host-ports %q is not a list of ports (the shadow starts this mode)\n", rest[1])
-						return 2
-					}
-					hostPorts = append(hostPorts, n)
-				}
-				rest = rest[2:]
-				continue
-			}
-			n, err := strconv.Atoi(rest[1])
-			if err != nil || n < 3 {
-				fmt.Fprintf(stderr, "cco sandbox-helper: %s %q is not a descriptor (the shadow starts this mode)\n", rest[0], rest[1])
-				return 2
-			}
-			if rest[0] == "--endpoint-fd" {
-				endpointFD = n
-			} else {
-				ttyFD = n
-			}
-			rest = rest[2:]
-		}
-		if len(rest) > 0 && rest[0] == "--" {
-			rest = rest[1:]
-		}
-		if len(rest) == 0 {
-			fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper exec -- <program> [args...]")
+		status, rest, err := jailinit.TakeStatus(args[1:])
+		if err != nil {
+			fmt.Fprintf(stderr, "cco sandbox-helper: %v\n", err)
 			return 2
 		}
-		m, err := sandbox.ProbeJail()
-		if err != nil {
-			fmt.Fprintf(stderr, "cco sandbox-helper: refusing to run %s outside a cco jail: %v (start the agent as %s instead)\n", rest[0], err, agent.List(agent.Names(), "or"))
-			return exitCannotRun
-		}
-		if ttyFD >= 0 {
-			// The agent's terminal: a pty of the jail's, whose master the
-			// launcher outside relays (sandbox/pty).
-			pty.UseControl(os.NewFile(uintptr(ttyFD), "pty-control"))
-		}
-		env, stay := os.Environ(), false
-		if endpointFD >= 0 {
-			// The launcher owns the endpoint: made here, in the jail's
-			// network namespace, handed over, and the agent needs no
-			// parent of the helper's.
-			lns, err := spawn.Listen(hostPorts...)
-			if err == nil {
-				err = spawn.Send(endpointFD, lns)
-			}
-			if err != nil {
-				fmt.Fprintf(stderr, "cco sandbox-helper: not starting %s: %v\n", rest[0], err)
-				return exitCannotRun
-			}
-		} else if m.Egress == policy.ModePublic || m.Egress == policy.ModeAllowlist {
-			// The bridge lives in this process, which therefore stays the
-			// agent's parent for the whole session.
-			b, err := bridge.Start(context.Background(), sandbox.EgressSocket)
-			if err != nil {
-				fmt.Fprintf(stderr, "cco sandbox-helper: not starting %s: %v\n", rest[0], err)
-				return exitCannotRun
-			}
-			defer b.Close()
-			env, stay = append(env, bridge.ProxyEnv(b.Addr)...), true
-		}
-		return runAgent(m.Agent, rest, env, stay, stderr)
+		code := execMode(rest, status != nil, stderr)
+		status.Exited(code)
+		return code
 	case engine.HelperMode:
 		// cco's own jail engine's child, started by the launcher in the
 		// jail's new namespaces (sandbox/engine): it builds the jail,
@@ -157,6 +107,89 @@ func helper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "cco sandbox-helper: unknown mode %q (modes: init, guard, exec, connect, selftest)\n", args[0])
 	return 2
+}
+
+// execMode starts the agent in the jail (sandbox-helper exec): its
+// terminal, its proxy endpoint or bridge, then the agent. pid1 says that
+// cco's engine exec'd this process as the jail's pid 1 (--status-fd).
+func execMode(rest []string, pid1 bool, stderr io.Writer) int {
+	endpointFD, ttyFD := -1, -1
+	var hostPorts []int
+	for len(rest) > 1 && (rest[0] == "--endpoint-fd" || rest[0] == "--tty-fd" || rest[0] == "--host-ports") {
+		if rest[0] == "--host-ports" {
+			for _, f := range strings.Split(rest[1], ",") {
+				n, err := strconv.Atoi(f)
+				if err != nil || n < 1 || n > 65535 {
+					fmt.Fprintf(stderr, "cco sandbox-helper: --host-ports %q is not a list of ports (the shadow starts this mode)\n", rest[1])
+					return 2
+				}
+				hostPorts = append(hostPorts, n)
+			}
+			rest = rest[2:]
+			continue
+		}
+		n, err := strconv.Atoi(rest[1])
+		if err != nil || n < 3 {
+			fmt.Fprintf(stderr, "cco sandbox-helper: %s %q is not a descriptor (the shadow starts this mode)\n", rest[0], rest[1])
+			return 2
+		}
+		if rest[0] == "--endpoint-fd" {
+			endpointFD = n
+		} else {
+			ttyFD = n
+		}
+		rest = rest[2:]
+	}
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	}
+	if len(rest) == 0 {
+		fmt.Fprintln(stderr, "cco sandbox-helper: usage: sandbox-helper exec -- <program> [args...]")
+		return 2
+	}
+	m, err := sandbox.ProbeJail()
+	if err != nil {
+		fmt.Fprintf(stderr, "cco sandbox-helper: refusing to run %s outside a cco jail: %v (start the agent as %s instead)\n", rest[0], err, agent.List(agent.Names(), "or"))
+		return exitCannotRun
+	}
+	if ttyFD >= 0 {
+		// The agent's terminal: a pty of the jail's, whose master the
+		// launcher outside relays (sandbox/pty).
+		pty.UseControl(os.NewFile(uintptr(ttyFD), "pty-control"))
+	}
+	env, stay := os.Environ(), false
+	if endpointFD >= 0 {
+		// The launcher owns the endpoint: made here, in the jail's
+		// network namespace, handed over, and the agent needs no
+		// parent of the helper's.
+		lns, err := spawn.Listen(hostPorts...)
+		if err == nil {
+			err = spawn.Send(endpointFD, lns)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "cco sandbox-helper: not starting %s: %v\n", rest[0], err)
+			return exitCannotRun
+		}
+	} else if m.Egress == policy.ModePublic || m.Egress == policy.ModeAllowlist {
+		// The bridge lives in this process, which therefore stays the
+		// agent's parent for the whole session.
+		b, err := bridge.Start(context.Background(), sandbox.EgressSocket)
+		if err != nil {
+			fmt.Fprintf(stderr, "cco sandbox-helper: not starting %s: %v\n", rest[0], err)
+			return exitCannotRun
+		}
+		defer b.Close()
+		env, stay = append(env, bridge.ProxyEnv(b.Addr)...), true
+	}
+	if pid1 {
+		// cco's engine made this process the jail's pid 1: it reaps the
+		// jail's orphans and stays the agent's parent (exec would make the
+		// agent pid 1, which reaps nothing and ignores the signals it has
+		// no handler for).
+		jailinit.Adopt()
+		stay = true
+	}
+	return runAgent(m.Agent, rest, env, stay, stderr)
 }
 
 // execAgent starts the agent in the jail with this process's environment.

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cco-dev/cco/sandbox/jailinit"
+
 	"github.com/cco-dev/cco/sandbox/pty"
 )
 
@@ -133,11 +135,12 @@ func runClient(client *exec.Cmd, stdin io.Reader, stdout, stderr io.Writer, sigs
 		// A stdin that never ends must not keep Run waiting after the
 		// client exited.
 		client.WaitDelay = time.Second
-		if err := client.Start(); err != nil {
+		if release, err := jailinit.Start(client); err != nil {
 			done <- result{startStatus(err), err}
 		} else {
 			go func() {
 				_ = client.Wait()
+				release()
 				done <- result{exitStatus(client.ProcessState), nil}
 			}()
 		}

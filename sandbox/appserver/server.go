@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cco-dev/cco/sandbox/jailinit"
 )
 
 // logTail is how much of the server's output is kept for the error message:
@@ -37,12 +39,16 @@ func startServer(codex string, p plan, url string, env []string) (*server, error
 	// A helper of the server that keeps its output pipe open must not keep
 	// Run waiting.
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	// Through jailinit: where this process is the jail's pid 1, its
+	// reaper leaves the server's status to the Wait below.
+	release, err := jailinit.Start(cmd)
+	if err != nil {
 		return nil, err
 	}
 	s := &server{cmd: cmd, log: log, exited: make(chan struct{}), stopped: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
+		release()
 		close(s.exited)
 	}()
 	return s, nil

@@ -490,8 +490,9 @@ func TestJailEnvironmentNotOnHostCommandLines(t *testing.T) {
 					continue
 				}
 				// The jail's first process on the host: bwrap, or cco's
-				// own engine's child.
-				if bytes.Contains(cmd, []byte("bwrap")) || bytes.HasPrefix(cmd, []byte("sandbox-helper\x00"+engine.HelperMode+"\x00")) {
+				// own engine's child, or the jail's pid 1 it became.
+				if bytes.Contains(cmd, []byte("bwrap")) || bytes.HasPrefix(cmd, []byte("sandbox-helper\x00"+engine.HelperMode+"\x00")) ||
+					bytes.HasPrefix(cmd, []byte("sandbox-helper\x00init\x00--status-fd\x00")) || bytes.HasPrefix(cmd, []byte("sandbox-helper\x00exec\x00--status-fd\x00")) {
 					bwraps++
 				}
 				for k, v := range hostSecrets() {

@@ -5,20 +5,21 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/cco-dev/cco/sandbox/supervise"
 
 	"golang.org/x/sys/unix"
 )
 
 // Main is the engine's child: the jail's pid 1, already in its namespaces.
 // args are what Start passed after the helper's mode. It builds the jail,
-// starts the command in it, reaps every orphan until the command ends, and
-// returns the command's status (a build failure: 1, before the status
-// stream's exit-code line, so the launcher reports the jail unbuilt).
+// then replaces itself with the jail's pid 1 proper (run), which starts the
+// command. It returns only when the jail was not built: 1, with no
+// exit-code line on the status stream, so the launcher reports the jail
+// unbuilt.
 func Main(args []string, stderr io.Writer) int {
 	// Nothing in the jail may trace this process, read its memory or take
 	// its descriptors, from its first instruction on.
@@ -42,7 +43,6 @@ type child struct {
 	trees     []Tree
 	landlock  []string // the Landlock layer's writable paths
 	consumed  map[int]bool
-	status    *os.File
 	b         builder
 }
 
@@ -102,9 +102,6 @@ func newChild(args []string) (*child, error) {
 	for fd := range c.consumed {
 		unix.CloseOnExec(fd)
 	}
-	if p.statusFD > 0 {
-		c.status = os.NewFile(uintptr(p.statusFD), "status")
-	}
 	return c, nil
 }
 
@@ -114,12 +111,18 @@ func (c *child) build() error {
 	// The launcher learns the jail's pid 1 (its host pid) at once, as from
 	// bwrap's --json-status-fd: its endpoint in the jail's network
 	// namespace can be made while the tree is built.
-	if c.status != nil {
+	if c.statusFD > 0 {
 		self, err := os.Readlink("/proc/self")
 		if err != nil {
 			return fmt.Errorf("the jail's host pid: %w", err)
 		}
-		fmt.Fprintf(c.status, "{ \"child-pid\": %s }\n", self)
+		pid, err := strconv.Atoi(self)
+		if err != nil {
+			return fmt.Errorf("the jail's host pid: %q", self)
+		}
+		if _, err := unix.Write(c.statusFD, []byte(supervise.ChildPIDLine(pid))); err != nil {
+			return fmt.Errorf("the status stream: %w", err)
+		}
 	}
 	b := &c.b
 	b.sources = map[int]string{}
@@ -384,8 +387,13 @@ func (c *child) pivot() error {
 	return nil
 }
 
-// run starts the command and stays its parent, the jail's init: it reaps
-// every orphan and passes on the signals it gets, until the command ends.
+// run waits until the launcher's endpoint is up, then replaces this
+// process with the jail's pid 1, on this thread, the one lockDown sealed:
+// the in-jail helper itself where the command is the helper's exec mode
+// (the terminal, the proxy endpoint, the egress bridge: one program
+// between the launcher and the agent), else the helper's init running the
+// command. Either reaps the jail's orphans and writes the status stream's
+// exit-code line (sandbox/jailinit). It returns only when the exec failed.
 func (c *child) run(stderr io.Writer) int {
 	if c.blockFD > 0 {
 		// The launcher's endpoint in the jail's network namespace is up
@@ -398,65 +406,48 @@ func (c *child) run(stderr io.Writer) int {
 		}
 		unix.Close(c.blockFD)
 	}
-	// The command's descriptors: the standard three and the launcher's
-	// that the engine did not take (the helper's endpoint and terminal).
-	files := make([]uintptr, 3, c.inherited)
-	files[0], files[1], files[2] = 0, 1, 2
-	for fd := 3; fd < c.inherited; fd++ {
-		if c.consumed[fd] {
-			files = append(files, ^uintptr(0))
-		} else {
-			files = append(files, uintptr(fd))
+	argv := c.pid1Argv()
+	if c.statusFD > 0 {
+		// The status stream goes on to pid 1, which writes its end.
+		if _, err := unix.FcntlInt(uintptr(c.statusFD), unix.F_SETFD, 0); err != nil {
+			fmt.Fprintf(stderr, "cco: cannot build the jail: the status stream: %v\n", err)
+			return 1
 		}
 	}
-	// Caught, not ignored, so that the command starts with the default.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
-	wd, _ := os.Getwd()
-	pid, err := syscall.ForkExec(c.command[0], c.command, &syscall.ProcAttr{Dir: wd, Env: os.Environ(), Files: files})
-	if err != nil {
-		fmt.Fprintf(stderr, "cco: starting %s in the jail: %v\n", c.command[0], err)
-		code := 126
-		if os.IsNotExist(err) {
-			code = 127
-		}
-		c.exited(code)
-		return code
-	}
-	go func() {
-		for s := range sigs {
-			syscall.Kill(pid, s.(syscall.Signal))
-		}
-	}()
-	for {
-		var ws syscall.WaitStatus
-		got, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "cco: waiting in the jail: %v\n", err)
-			c.exited(126)
-			return 126
-		}
-		if got != pid {
-			continue
-		}
-		code := ws.ExitStatus()
-		if ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-		c.exited(code)
-		return code
-	}
+	err := unix.Exec(self(), argv, os.Environ())
+	fmt.Fprintf(stderr, "cco: cannot build the jail: starting its pid 1: %v\n", err)
+	return 1
 }
 
-// exited writes the status stream's exit-code line: the command ran.
-func (c *child) exited(code int) {
-	if c.status != nil {
-		fmt.Fprintf(c.status, "{ \"exit-code\": %d }\n", code)
-		c.status.Close()
+// self is this program's path in the jail, where it is there and the same
+// file, so that pid 1's name (comm, which the guard reads) is the helper's;
+// else /proc/self/exe. Nothing else runs in the jail yet, and the path lies
+// in a tree the jail shows read-only.
+func self() string {
+	if p, err := os.Readlink("/proc/self/exe"); err == nil && strings.HasPrefix(p, "/") && sameFile(p, "/proc/self/exe") {
+		return p
 	}
+	return "/proc/self/exe"
+}
+
+// pid1Argv is what the jail's pid 1 runs: the helper's exec mode itself
+// when the command is this program's (sandbox.Spec's helper paths), else
+// its init in front of the command.
+func (c *child) pid1Argv() []string {
+	var status []string
+	if c.statusFD > 0 {
+		status = []string{"--status-fd", strconv.Itoa(c.statusFD)}
+	}
+	if len(c.command) > 1 && c.command[1] == "exec" && sameFile(c.command[0], "/proc/self/exe") {
+		return append(append([]string{"sandbox-helper", "exec"}, status...), c.command[2:]...)
+	}
+	return append(append(append([]string{"sandbox-helper", "init"}, status...), "--"), c.command...)
+}
+
+// sameFile tells whether a and b name one file.
+func sameFile(a, b string) bool {
+	var sa, sb unix.Stat_t
+	return unix.Stat(a, &sa) == nil && unix.Stat(b, &sb) == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
 // readArgs reads NUL-separated options from descriptor n, as bwrap's

@@ -7,15 +7,25 @@
 //
 // It passes no signal on: the launcher signals the command itself (the
 // jail's pid 1's first child, package supervise), as it did bwrap's.
+//
+// Where cco's own engine builds the jail, its child replaces itself with
+// this init (the plain launch) or with the in-jail helper as pid 1, which
+// reaps with Adopt and Start (reaper.go); either writes the status
+// stream's exit-code line (Status).
 package jailinit
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cco-dev/cco/sandbox/nodump"
+	"github.com/cco-dev/cco/sandbox/supervise"
 )
 
 // Exit statuses of a command that did not start, as a shell reports them.
@@ -70,4 +80,45 @@ func reap(pid int) int {
 		}
 		return ws.ExitStatus()
 	}
+}
+
+// Status is the launcher's status stream, where cco's engine made the jail
+// and exec'd its pid 1 with the stream's descriptor: pid 1 writes the
+// exit-code line bwrap writes otherwise. A nil Status writes nothing.
+type Status struct{ f *os.File }
+
+// TakeStatus takes a leading --status-fd N from args: the status stream,
+// which only the jail's pid 1 is given; nil without one.
+func TakeStatus(args []string) (*Status, []string, error) {
+	if len(args) < 2 || args[0] != "--status-fd" {
+		return nil, args, nil
+	}
+	n, err := strconv.Atoi(args[1])
+	if err != nil || n < 3 {
+		return nil, nil, fmt.Errorf("--status-fd %q is not a descriptor (cco's jail engine passes it)", args[1])
+	}
+	if os.Getpid() != 1 {
+		return nil, nil, fmt.Errorf("--status-fd is for the jail's pid 1, not pid %d (cco's jail engine passes it)", os.Getpid())
+	}
+	s, err := openStatus(n)
+	return s, args[2:], err
+}
+
+// openStatus takes descriptor fd as the status stream; no command pid 1
+// starts inherits it.
+func openStatus(fd int) (*Status, error) {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		return nil, fmt.Errorf("the status descriptor %d: %w", fd, err)
+	}
+	unix.CloseOnExec(fd)
+	return &Status{f: os.NewFile(uintptr(fd), "status")}, nil
+}
+
+// Exited says that the command ran and ended with code.
+func (s *Status) Exited(code int) {
+	if s == nil {
+		return
+	}
+	s.f.WriteString(supervise.ExitCodeLine(code))
+	s.f.Close()
 }

@@ -23,6 +23,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cco-dev/cco/sandbox/jailinit"
+
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
@@ -103,12 +105,16 @@ func runPlain(cmd *exec.Cmd) (int, error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
+	// Through jailinit: where this process is the jail's pid 1, its
+	// reaper leaves cmd's status to the Wait below.
+	release, err := jailinit.Start(cmd)
+	if err != nil {
 		return startFailure(cmd, err)
 	}
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
+		release()
 		close(done)
 	}()
 	for {

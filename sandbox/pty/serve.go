@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cco-dev/cco/sandbox/jailinit"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -87,11 +89,14 @@ func Serve(cmd *exec.Cmd, ctl *os.File) (int, error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-	err = cmd.Start()
+	// Through jailinit: where this process is the jail's pid 1, its
+	// reaper leaves the agent's status to the wait4 below.
+	release, err := jailinit.Start(cmd)
 	slave.Close()
 	if err != nil {
 		return startFailure(cmd, err)
 	}
+	defer release()
 	pid := cmd.Process.Pid
 	go func() {
 		for s := range sigs {

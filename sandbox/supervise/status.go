@@ -16,6 +16,13 @@ type Status struct {
 	sc *bufio.Scanner
 }
 
+// ChildPIDLine and ExitCodeLine are the stream's two lines, as bwrap
+// writes them: cco's engine writes the first, the jail's pid 1 the second.
+func ChildPIDLine(pid int) string { return "{ \"child-pid\": " + strconv.Itoa(pid) + " }\n" }
+
+// ExitCodeLine says that the command ran and how it ended.
+func ExitCodeLine(code int) string { return "{ \"exit-code\": " + strconv.Itoa(code) + " }\n" }
+
 // NewStatus reads the stream from f (the pipe's read end).
 func NewStatus(f *os.File) *Status { return &Status{f: f, sc: bufio.NewScanner(f)} }
 

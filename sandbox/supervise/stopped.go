@@ -74,13 +74,23 @@ func statFields(pid int) []string {
 
 // TerminalAgentStopped reports whether the agent a terminal launch runs
 // has stopped: the leader of its terminal's foreground process group
-// (foreground, a host pid), which must be a child of the helper (pid 1's
-// first child), is stopped. The helper starts the agent as the leader of
-// that group; a process the session made cannot pass for it, since none
-// of the session's processes is the helper's child.
-func TerminalAgentStopped(pid1, foreground int) bool {
-	helper := firstChild(pid1)
-	if helper == 0 || foreground <= 0 {
+// (foreground, a host pid) is the agent and is stopped. The helper starts
+// the agent as the leader of that group. Where bwrap built the jail, the
+// helper is pid 1's first child and the agent the helper's child: none of
+// the session's processes is the helper's child. Where cco's engine built
+// it (helperIsPID1), the helper is pid 1 and the agent its first child: a
+// process the session orphans is a later child of pid 1, and cannot pass
+// for it.
+func TerminalAgentStopped(pid1, foreground int, helperIsPID1 bool) bool {
+	if foreground <= 0 {
+		return false
+	}
+	helper := pid1
+	if helperIsPID1 {
+		if firstChild(pid1) != foreground {
+			return false
+		}
+	} else if helper = firstChild(pid1); helper == 0 {
 		return false
 	}
 	f := statFields(foreground)

@@ -43,10 +43,30 @@ func TestStoppedAndFirstChild(t *testing.T) {
 	// A stopped child of the helper (here: this process's first child's
 	// parent stands for pid 1, this process for the helper) counts only as
 	// the leader of the foreground group.
-	if TerminalAgentStopped(os.Getppid(), first.Process.Pid) {
+	if TerminalAgentStopped(os.Getppid(), first.Process.Pid, false) {
 		t.Error("a stopped process that leads no process group reads as the stopped agent")
 	}
-	if TerminalAgentStopped(os.Getppid(), 0) {
+	if TerminalAgentStopped(os.Getppid(), 0, false) || TerminalAgentStopped(os.Getpid(), 0, true) {
 		t.Error("no foreground group reads as a stopped agent")
+	}
+	// With the helper as pid 1 (cco's engine; this process stands for
+	// it), only its first child counts, and only as a group leader.
+	if TerminalAgentStopped(os.Getpid(), first.Process.Pid, true) {
+		t.Error("a stopped first child that leads no process group reads as the stopped agent")
+	}
+	leader := exec.Command("/bin/sleep", "30")
+	leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { leader.Process.Kill(); leader.Wait() }()
+	syscall.Kill(leader.Process.Pid, syscall.SIGSTOP)
+	for deadline := time.Now().Add(5 * time.Second); !Stopped(leader.Process.Pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a process stopped by SIGSTOP never read as stopped")
+		}
+	}
+	if TerminalAgentStopped(os.Getpid(), leader.Process.Pid, true) {
+		t.Error("a stopped group leader started after pid 1's first child (an orphan) reads as the stopped agent")
 	}
 }
