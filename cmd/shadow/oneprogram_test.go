@@ -190,4 +190,3 @@ func field(status, key string) string {
 	}
 	return ""
 }
-
