@@ -39,22 +39,41 @@ func OpenBindSources(s *Spec) ([]*os.File, error) {
 // openSource opens a bind's source with openNoFollow; skip reports a
 // missing Try source, which the jail goes without.
 func openSource(b *Bind) (f *os.File, skip bool, err error) {
-	f, oerr := openNoFollow(b.Src)
+	fd, skip, err := openSourceFD(b)
+	if err != nil || skip {
+		return nil, skip, err
+	}
+	return os.NewFile(uintptr(fd), b.Src), false, nil
+}
+
+// openSourceFD is openSource's descriptor, which the launcher only hands
+// on: no *os.File (whose making asks the kernel for the descriptor's
+// flags, a system call for each of a launch's hundreds of sources).
+func openSourceFD(b *Bind) (fd int, skip bool, err error) {
+	fd, oerr := openNoFollowFD(b.Src)
 	switch {
 	case oerr == nil:
-		return f, false, nil
+		return fd, false, nil
 	case b.Try && errors.Is(oerr, unix.ENOENT):
-		return nil, true, nil
+		return -1, true, nil
 	case errors.Is(oerr, unix.ELOOP) || errors.Is(oerr, unix.EXDEV):
-		return nil, false, fmt.Errorf("%s is, or lies below, a symbolic link, which the jail never follows (fix: rm the link, or replace it with what it points to)", b.Src)
+		return -1, false, fmt.Errorf("%s is, or lies below, a symbolic link, which the jail never follows (fix: rm the link, or replace it with what it points to)", b.Src)
 	}
-	return nil, false, fmt.Errorf("opening %s for the jail: %w", b.Src, oerr)
+	return -1, false, fmt.Errorf("opening %s for the jail: %w", b.Src, oerr)
 }
 
 // openNoFollow opens p as an O_PATH descriptor, refusing a link anywhere
 // in it (openat2's RESOLVE_NO_SYMLINKS; before Linux 5.6, a walk with
 // O_NOFOLLOW at each step).
 func openNoFollow(p string) (*os.File, error) {
+	fd, err := openNoFollowFD(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+func openNoFollowFD(p string) (int, error) {
 	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -74,9 +93,9 @@ func openNoFollow(p string) (*os.File, error) {
 		}
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		return -1, &os.PathError{Op: "open", Path: p, Err: err}
 	}
-	return os.NewFile(uintptr(fd), p), nil
+	return fd, nil
 }
 
 // walkNoFollow opens p one component at a time, each O_NOFOLLOW.

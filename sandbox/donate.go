@@ -12,10 +12,11 @@ import (
 
 // donation is the files a launch hands to bwrap, each numbered as Argv
 // writes its flag (in the manner of gVisor's runsc/donation): the child's
-// descriptor n is files[n-3], so a flag cannot name another file than its
-// own. The first failure stops the donation, and is the launch's.
+// descriptor n is fds[n-3], so a flag cannot name another file than its
+// own. The first failure stops the donation, and is the launch's. The
+// launcher's copies are plain descriptors: they are only handed on.
 type donation struct {
-	files []*os.File
+	files []int
 	err   error
 	// prog is the seccomp program.
 	prog []byte
@@ -34,9 +35,20 @@ type donation struct {
 	setup   *pty.Setup
 }
 
-// give adds f and returns its number in bwrap.
+// give adds f and returns its number in bwrap. The donation owns f's
+// descriptor from then on.
 func (d *donation) give(f *os.File) int {
-	d.files = append(d.files, f)
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		return d.fail(fmt.Errorf("a descriptor for the jail: %w", err))
+	}
+	return d.giveFD(fd)
+}
+
+// giveFD adds descriptor fd and returns its number in bwrap.
+func (d *donation) giveFD(fd int) int {
+	d.files = append(d.files, fd)
 	return 2 + len(d.files)
 }
 
@@ -109,7 +121,7 @@ func (d *donation) dataFile(data []byte) int {
 	if err != nil {
 		return d.fail(err)
 	}
-	return d.give(r)
+	return d.giveFD(r)
 }
 
 // source opens a bind's source (openSource): what is bound is what was
@@ -118,19 +130,19 @@ func (d *donation) source(b *Bind) (int, bool) {
 	if d.err != nil {
 		return 0, false
 	}
-	f, skip, err := openSource(b)
+	fd, skip, err := openSourceFD(b)
 	if err != nil || skip {
 		d.fail(err)
 		return 0, false
 	}
-	return d.give(f), true
+	return d.giveFD(fd), true
 }
 
 // fds are the child's descriptors: the standard three, then the donated.
 func (d *donation) fds(stdio [3]uintptr) []uintptr {
 	out := append(make([]uintptr, 0, 3+len(d.files)), stdio[:]...)
-	for _, f := range d.files {
-		out = append(out, f.Fd())
+	for _, fd := range d.files {
+		out = append(out, uintptr(fd))
 	}
 	return out
 }
@@ -138,8 +150,8 @@ func (d *donation) fds(stdio [3]uintptr) []uintptr {
 // release closes the launcher's copies of the donated files (bwrap has
 // its own once started).
 func (d *donation) release() {
-	for _, f := range d.files {
-		f.Close()
+	for _, fd := range d.files {
+		unix.Close(fd)
 	}
 	d.files = nil
 }
@@ -159,12 +171,12 @@ func (d *donation) abandon() {
 // here; more is written by a goroutine, which ends once bwrap has read it
 // or has gone (EPIPE). Plain system calls: these descriptors are only handed
 // on, never polled.
-func dataPipe(data []byte) (*os.File, error) {
+func dataPipe(data []byte) (int, error) {
 	var p [2]int
 	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("a pipe for the jail: %w", err)
+		return -1, fmt.Errorf("a pipe for the jail: %w", err)
 	}
-	r, w := os.NewFile(uintptr(p[0]), "jail-data"), p[1]
+	r, w := p[0], p[1]
 	write := func() error {
 		defer syscall.Close(w)
 		for b := data; len(b) > 0; {
@@ -184,8 +196,8 @@ func dataPipe(data []byte) (*os.File, error) {
 		return r, nil
 	}
 	if err := write(); err != nil {
-		r.Close()
-		return nil, fmt.Errorf("a pipe for the jail: %w", err)
+		syscall.Close(r)
+		return -1, fmt.Errorf("a pipe for the jail: %w", err)
 	}
 	return r, nil
 }

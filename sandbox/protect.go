@@ -666,7 +666,7 @@ func (pl *planner) racedOr(err error) error {
 func (pl *planner) excludes() {
 	gc := slices.IndexFunc(pl.s.HomeReadOnly, func(b Bind) bool { return b.Dst == filepath.Join(pl.home, ".gitconfig") && b.isData() })
 	at := filepath.Join(pl.home, gitExcludesRel)
-	if gc < 0 || hostPath(pl.s.layers(), at) != "" {
+	if gc < 0 || pl.s.layerIndex().hostPath(at) != "" {
 		return // no curated gitconfig, or the place is the host's
 	}
 	var shown []shownName

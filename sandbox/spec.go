@@ -520,20 +520,44 @@ func (s *Spec) layers() []layer {
 	return out
 }
 
+// layerIndex finds, for a jail path, the deepest of the layers that holds
+// it, by its ancestors (a map per destination): a Spec with hundreds of
+// binds (100 nested repositories) asks for each of them, and a scan of
+// every layer per path cost tens of milliseconds a launch.
+type layerIndex struct {
+	ls  []layer
+	dst map[string]int // the last layer at each destination
+}
+
+func (s *Spec) layerIndex() *layerIndex {
+	ix := &layerIndex{ls: s.layers(), dst: map[string]int{}}
+	for i, l := range ix.ls {
+		ix.dst[l.dst] = i
+	}
+	return ix
+}
+
 // hostPath is where on the host bwrap resolves the jail path p, through
 // the deepest mount that holds it (one planned before p's own), or "" when
 // that mount is a tmpfs of the jail's: nothing of the host is on the way.
-func hostPath(ls []layer, p string) string {
+func (ix *layerIndex) hostPath(p string) string {
 	best := -1
-	for i, l := range ls {
-		if l.dst != p && paths.Within(p, l.dst) && (best < 0 || len(l.dst) >= len(ls[best].dst)) {
-			best = i
+	for q := p; q != "/" && best < 0; {
+		i := strings.LastIndexByte(q, '/')
+		if i < 0 {
+			return ""
+		}
+		if q = q[:i]; q == "" {
+			q = "/"
+		}
+		if j, ok := ix.dst[q]; ok {
+			best = j
 		}
 	}
-	if best < 0 || ls[best].src == "" {
+	if best < 0 || ix.ls[best].src == "" {
 		return ""
 	}
-	l := ls[best]
+	l := ix.ls[best]
 	if l.dst == "/" {
 		return p
 	}
@@ -544,10 +568,12 @@ func hostPath(ls []layer, p string) string {
 // host to mount onto (the binds' destinations, the masks), in order,
 // each once.
 func (s *Spec) HostMountPoints() []string {
-	ls := s.layers()
+	ix := s.layerIndex()
 	var out []string
+	seen := map[string]bool{}
 	add := func(p string) {
-		if h := hostPath(ls, p); h != "" && !slices.Contains(out, h) {
+		if h := ix.hostPath(p); h != "" && !seen[h] {
+			seen[h] = true
 			out = append(out, h)
 		}
 	}
@@ -562,10 +588,12 @@ func (s *Spec) HostMountPoints() []string {
 // jail cannot change the host: a read-only directory, an empty directory,
 // a tmpfs mask.
 func (s *Spec) SealedMountPoints() []string {
-	ls := s.layers()
+	ix := s.layerIndex()
 	var out []string
+	seen := map[string]bool{}
 	add := func(p string) {
-		if h := hostPath(ls, p); h != "" && !slices.Contains(out, h) {
+		if h := ix.hostPath(p); h != "" && !seen[h] {
+			seen[h] = true
 			out = append(out, h)
 		}
 	}
@@ -610,12 +638,12 @@ type MountPoint struct {
 // MountPointsBeneath are the Spec's mount points in host trees the jail
 // writes, in Argv's order, each once.
 func (s *Spec) MountPointsBeneath() []MountPoint {
-	ls := s.layers()
+	ix := s.layerIndex()
 	rw := s.WritableTrees()
 	var out []MountPoint
 	seen := map[string]bool{}
 	add := func(dst string) {
-		h := hostPath(ls, dst)
+		h := ix.hostPath(dst)
 		if h == "" || seen[dst] {
 			return
 		}
