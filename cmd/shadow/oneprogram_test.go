@@ -190,3 +190,98 @@ func field(status, key string) string {
 	}
 	return ""
 }
+
+// TestJailEndsWithTheLauncher: a launcher killed with SIGKILL takes its
+// jail with it (bwrap's --die-with-parent; cco's engine: the child's
+// parent-death signal, which its exec into pid 1 keeps): within seconds no
+// process of the jail is left on the host. As root and as a user on a
+// terminal, where the helper is pid 1.
+func TestJailEndsWithTheLauncher(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := systemRoot(t)
+	for _, tc := range []struct {
+		name     string
+		u        runAs
+		terminal bool
+	}{{"root", asRoot, false}, {"user-pty", asNobody, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, tc.u)
+			c := w.cmd(root, "claude", w.ws, "probe", params(map[string]any{"mode": "sleep", "tag": "orphaned"}))
+			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer null.Close()
+			c.Stdin, c.Stdout, c.Stderr = null, null, null
+			if tc.terminal {
+				m, s := openPty(t)
+				go func() {
+					buf := make([]byte, 4096)
+					for {
+						if _, err := m.Read(buf); err != nil {
+							return
+						}
+					}
+				}()
+				os.Chown(s.Name(), tc.u.uid, tc.u.gid)
+				c.Stdin, c.Stdout, c.Stderr = s, s, s
+				if c.SysProcAttr == nil {
+					c.SysProcAttr = &syscall.SysProcAttr{}
+				}
+				c.SysProcAttr.Setsid, c.SysProcAttr.Setctty, c.SysProcAttr.Ctty = true, true, 0
+			}
+			defer testenv.Launching(t)()
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			started := filepath.Join(w.ws, "started-orphaned")
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(started); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					c.Process.Kill()
+					c.Wait()
+					t.Fatal("the agent never started")
+				}
+			}
+			// The jail's processes on the host: every descendant of the
+			// launcher but its egress proxy.
+			var jail []int
+			var walk func(pid int)
+			walk = func(pid int) {
+				tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+				for _, f := range tasks {
+					b, _ := os.ReadFile(f)
+					for _, k := range strings.Fields(string(b)) {
+						n, _ := strconv.Atoi(k)
+						if filepath.Base(exe(n)) != "egress-proxy" {
+							jail = append(jail, n)
+							walk(n)
+						}
+					}
+				}
+			}
+			walk(c.Process.Pid)
+			if len(jail) < 2 {
+				t.Fatalf("the jail's processes %v: want its pid 1 and the agent at least", jail)
+			}
+			c.Process.Kill()
+			c.Wait()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				var left []string
+				for _, p := range jail {
+					if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); err == nil && !strings.Contains(string(b), ") Z ") {
+						left = append(left, fmt.Sprintf("%d=%s", p, exe(p)))
+					}
+				}
+				if len(left) == 0 {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("10 s after the launcher was killed, the jail's processes %v still run", left)
+				}
+			}
+		})
+	}
+}
