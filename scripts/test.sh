@@ -49,6 +49,10 @@ export CCO_REQUIRE_BWRAP=1
 # /var/cache/cco-npm-packs (Pi's whole tree too).
 export CCO_REAL_AGENTS=1
 go test -count=1 -timeout 30m ./...
+# The jail suites again on the fallback engine, bubblewrap, built from the
+# same operations (docs/adr/0145-cco-jail-engine.md): the jail, egress,
+# terminal, host-apart and adversarial tests hold on both engines.
+CCO_JAIL_ENGINE=bwrap go test -count=1 -timeout 30m ./cmd/shadow/ ./sandbox/attack/
 
 # The fuzz targets, each for a short budget. The budget is a count of
 # executions, not a duration: Go 1.26's coordinator can report a bare
