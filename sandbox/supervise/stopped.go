@@ -98,6 +98,16 @@ func TerminalAgentStopped(pid1, foreground int, helperIsPID1 bool) bool {
 	return len(f) > 2 && f[0] == "T" && f[1] == strconv.Itoa(helper) && f[2] == strconv.Itoa(foreground)
 }
 
+// Exited reports whether pid has ended and waits to be reaped (state Z in
+// its host /proc/PID/stat).
+func Exited(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	f := statFields(pid)
+	return len(f) > 0 && f[0] == "Z"
+}
+
 // Stopped reports whether pid is stopped by a signal (state T in its
 // host /proc/PID/stat): a process stopped under a tracer (t) or running
 // is not.

@@ -70,3 +70,25 @@ func TestStoppedAndFirstChild(t *testing.T) {
 		t.Error("a stopped group leader started after pid 1's first child (an orphan) reads as the stopped agent")
 	}
 }
+
+// Exited: a child that ended and is not reaped reads as exited; a running
+// one, and one reaped, do not.
+func TestExited(t *testing.T) {
+	c := exec.Command("/bin/sleep", "30")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if Exited(c.Process.Pid) {
+		t.Error("a running process reads as exited")
+	}
+	syscall.Kill(c.Process.Pid, syscall.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); !Exited(c.Process.Pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed, unreaped child never read as exited")
+		}
+	}
+	c.Wait()
+	if Exited(c.Process.Pid) || Exited(0) {
+		t.Error("a reaped process, or none, reads as exited")
+	}
+}

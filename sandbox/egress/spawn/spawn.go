@@ -502,6 +502,18 @@ func (p *Proxy) Verdict() error {
 		<-p.decided
 	}
 	p.mu.Lock()
+	pid := p.pid
+	p.mu.Unlock()
+	if pid != 0 && supervise.Exited(pid) {
+		// It ended before the session did (the launcher asks before it
+		// stops it): that end is the verdict, once follow has read the
+		// rest of its output, however soon the agent ended after it.
+		select {
+		case <-p.done:
+		case <-time.After(time.Second):
+		}
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
 }
