@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,6 +69,36 @@ func (v jailView) Protected(p string) string {
 	for _, d := range v.s.Scratch {
 		if paths.Within(p, d) {
 			return d
+		}
+	}
+	return ""
+}
+
+// Holds is a tree the jail hides that lies within the directory dir (a
+// protected tree, the other agents' login files, a mask, a forge's token
+// directory the jail does not show), or "": a read-only bind of dir would
+// show it.
+func (v jailView) Holds(dir string) string {
+	var trees []string
+	for _, h := range protectedHome {
+		if !slices.Contains(v.p.Login, h) {
+			trees = append(trees, filepath.Join(v.home, h))
+		}
+	}
+	for _, sec := range v.p.OthersSecrets() {
+		trees = append(trees, filepath.Join(v.home, sec))
+	}
+	for _, m := range v.s.Masks {
+		trees = append(trees, m.Path)
+	}
+	for _, name := range slices.Sorted(maps.Keys(Forges)) {
+		if t := filepath.Join(v.home, Forges[name].TokenDir); !v.Visible(t) {
+			trees = append(trees, t)
+		}
+	}
+	for _, t := range trees {
+		if paths.Within(t, dir) {
+			return t
 		}
 	}
 	return ""

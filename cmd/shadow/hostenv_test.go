@@ -109,6 +109,15 @@ ls -A ` + w.home + `/.ssh >/dev/null 2>&1 && echo "ssh=shown" || echo "ssh=hidde
 					t.Errorf("SSL_CERT_FILE=%s: exit %d, stdout %q, stderr %q; want 126 naming the variable and the path", bad, r.code, r.stdout, r.stderr)
 				}
 			}
+			// So does a CA directory that holds a protected tree: its bind
+			// would show ~/.config/gcloud, ~/.ssh.
+			w.hostFile(t, "home/.config/gcloud/application_default_credentials.json", "gcloud-secret\n", 0o600)
+			for _, bad := range []string{filepath.Join(w.home, ".config"), w.home} {
+				r = w.sh(t, root, "claude", w.ws, "cat "+w.home+"/.config/gcloud/application_default_credentials.json; echo ran", "SSL_CERT_DIR="+bad)
+				if r.code != 126 || !strings.Contains(r.stderr, "SSL_CERT_DIR") || !strings.Contains(r.stderr, "holds the protected tree") || strings.Contains(r.stdout, "ran") {
+					t.Errorf("SSL_CERT_DIR=%s: exit %d, stdout %q, stderr %q; want 126 naming the variable and the tree it holds", bad, r.code, r.stdout, r.stderr)
+				}
+			}
 		})
 	}
 }

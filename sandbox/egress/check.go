@@ -53,12 +53,15 @@ func (p *Proxy) decide(target string, connect bool) verdict {
 		// One of host_ports: the host's own loopback service, and only
 		// on that port (docs/adr/0131-host-loopback-ports.md).
 		// A service may listen on one loopback family only: the other
-		// is tried next.
-		other := netip.IPv6Loopback()
+		// is tried next. The port is opened on 127.0.0.1 and ::1 alone,
+		// whichever loopback address was asked for: another service may
+		// listen on the same port at 127.0.0.2.
+		loop4 := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		first, other := loop4, netip.IPv6Loopback()
 		if a.Is6() {
-			other = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+			first, other = other, loop4
 		}
-		v.host, v.addrs, v.hostLoopback = a.String(), []netip.Addr{a, other}, true
+		v.host, v.addrs, v.hostLoopback = first.String(), []netip.Addr{first, other}, true
 		return v
 	}
 	// ssh_hosts on port 22: named by the operator for ssh (ssh_agent).
@@ -92,8 +95,18 @@ func (p *Proxy) decide(target string, connect bool) verdict {
 		return v
 	}
 
+	if labels := strings.Split(host, "."); policy.EndsInNumber(labels[len(labels)-1]) {
+		v.reason = fmt.Sprintf("%q is a numeric address in a form other than dotted decimal; name it as 1.2.3.4", host)
+		return v
+	}
 	if !policy.ValidName(host) {
 		v.reason = fmt.Sprintf("%q is not a valid host name", host)
+		return v
+	}
+	if isLocalhost(host) {
+		// RFC 6761: every name under localhost is loopback, to the
+		// host's resolver (nss-myhostname) and to an upstream's alike.
+		v.reason = fmt.Sprintf("%s is loopback (a name under localhost); to reach a service on the host's loopback, list its port in host_ports", host)
 		return v
 	}
 	exempt := policy.MatchRule(lower(pol.AllowHost), host)
@@ -191,7 +204,7 @@ const sshPort = 22
 // 127.0.0.1 for "localhost", else the loopback literal itself.
 func hostLoopback(host string) (netip.Addr, bool) {
 	h := strings.TrimSuffix(strings.ToLower(host), ".")
-	if h == "localhost" {
+	if isLocalhost(h) {
 		return netip.AddrFrom4([4]byte{127, 0, 0, 1}), true
 	}
 	a, err := netip.ParseAddr(h)
@@ -199,4 +212,10 @@ func hostLoopback(host string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a.Unmap(), true
+}
+
+// isLocalhost reports whether h (lower case, no trailing dot) is localhost
+// or a name under it.
+func isLocalhost(h string) bool {
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
 }

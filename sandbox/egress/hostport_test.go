@@ -134,3 +134,23 @@ func TestSSHHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestHostPortDialsOnlyTheLoopbackAddress: a host port opens 127.0.0.1 and
+// ::1 on that port, whatever loopback address or localhost name was asked
+// for: a service another user runs on 127.0.0.2 at the same port is not it.
+func TestHostPortDialsOnlyTheLoopbackAddress(t *testing.T) {
+	f := newFixture(t, Policy{Ports: []int{443}, HostPorts: []int{4000}}, nil)
+	for target, want := range map[string]string{
+		"127.0.0.2:4000":          "[127.0.0.1 ::1]",
+		"127.255.0.9:4000":        "[127.0.0.1 ::1]",
+		"localhost:4000":          "[127.0.0.1 ::1]",
+		"gw.localhost:4000":       "[127.0.0.1 ::1]",
+		"[::1]:4000":              "[::1 127.0.0.1]",
+		"[::ffff:127.0.0.3]:4000": "[127.0.0.1 ::1]",
+	} {
+		v := f.p.decide(target, true)
+		if v.reason != "" || !v.hostLoopback || fmt.Sprint(v.addrs) != want {
+			t.Errorf("%s: %q hostLoopback=%v addrs %v, want %s", target, v.reason, v.hostLoopback, v.addrs, want)
+		}
+	}
+}

@@ -340,6 +340,32 @@ func TestUpstreamNoProxy(t *testing.T) {
 	}
 }
 
+// TestUpstreamNumericNamesRefused: behind an upstream, a destination the
+// host's resolver does not resolve goes to the upstream by name; one that
+// ends in a number (2130706433, 127.1, 0x7f.1: 127.0.0.1 to an upstream's
+// getaddrinfo, 167772165: 10.0.0.5) or lies under localhost is refused
+// first, as CONNECT and in absolute form, and never reaches the upstream.
+func TestUpstreamNumericNamesRefused(t *testing.T) {
+	f := newCompanyFixture(t, "", ModePublic, "", []string{"https_proxy=http://UPSTREAM", "http_proxy=http://UPSTREAM"})
+	for _, h := range []string{"2130706433", "127.1", "0x7f.1", "0177.0.0.1", "0x7f000001", "167772165", "2852039166", "a.b.0x0a"} {
+		target := net.JoinHostPort(h, "443")
+		resp, c := tunnel(t, "unix", f.sock, target)
+		wantRefused(t, resp, c, http.StatusForbidden, "numeric address")
+		resp = absGet(t, f.sock, "http://"+target+"/x")
+		wantRefused(t, resp, nil, http.StatusForbidden, "numeric address")
+	}
+	for _, h := range []string{"localhost", "a.localhost", "LOCALHOST.", "x.y.localhost"} {
+		resp, c := tunnel(t, "unix", f.sock, net.JoinHostPort(h, "443"))
+		wantRefused(t, resp, c, http.StatusForbidden, "loopback")
+	}
+	if log := f.corp.requests(); len(log) != 0 {
+		t.Errorf("a refused destination reached the company proxy: %q", log)
+	}
+	if d := f.dial.dialed(); len(d) != 0 {
+		t.Errorf("dialled %v", d)
+	}
+}
+
 // TestUpstreamRefusesAuth: an upstream that asks for Negotiate/NTLM, or
 // for Basic that is not given or wrong, gives a 502 whose reason names the
 // upstream and the scheme, and the session's summary one line about it.
@@ -435,6 +461,21 @@ func TestResolveUpstream(t *testing.T) {
 		_, err := policy.ResolveUpstream("env", []string{bad.env})
 		if err == nil || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), `egress_upstream = "none"`) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: %v, want %q and the fix", bad.env, err, bad.want)
+		}
+	}
+	// A URL that does not parse, or whose password has a character it
+	// should have percent-encoded, still never shows the password: not in
+	// the error, which status and a refusal print.
+	for _, raw := range []string{"http://ada:S3cr%zzet@proxy.corp:8080", "http://ada:S3cr/et@proxy.corp:8080",
+		"http://ada:S3cr#et@proxy.corp:8080", "http://ada:S3cr?et@proxy.corp:8080", "http://ada:S3 cret@proxy.corp:8080",
+		"ada:S3cret@proxy.corp:8080"} {
+		for _, try := range []func() error{
+			func() error { _, err := policy.ResolveUpstream("env", []string{"https_proxy=" + raw}); return err },
+			func() error { _, err := policy.ResolveUpstream(raw, nil); return err },
+		} {
+			if err := try(); err != nil && strings.Contains(err.Error(), "S3") {
+				t.Errorf("%s: the error shows the password: %v", raw, err)
+			}
 		}
 	}
 }

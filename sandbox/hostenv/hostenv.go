@@ -32,10 +32,12 @@ var listVars = map[string]bool{"SSL_CERT_DIR": true}
 // View is what the jail shows of the host: Visible reports whether a host
 // path is seen in the jail as it is on the host; Protected names the
 // protected tree (~/.ssh, ~/.aws, another agent's login, a hidden tree)
-// that holds p, or "".
+// that holds p, or ""; Holds names such a tree that lies within the
+// directory dir, or "".
 type View interface {
 	Visible(p string) bool
 	Protected(p string) string
+	Holds(dir string) string
 }
 
 // File is a host file or directory bound read-only into the jail: Src is
@@ -44,12 +46,18 @@ type File struct {
 	Src, Dst string
 }
 
-// Refusal is a variable that names a path in a protected tree.
+// Refusal is a variable that names a path in a protected tree, or a
+// directory that holds one (Holds).
 type Refusal struct {
 	Var, Path, Tree string
+	Holds           bool
 }
 
 func (r *Refusal) Error() string {
+	if r.Holds {
+		return fmt.Sprintf("%s names the directory %s, which holds the protected tree %s: binding it would show that tree in the jail (fix: put the files in a directory of their own, e.g. /usr/local/share/ca-certificates or ~/certs, and point %s there, or unset %s)",
+			r.Var, r.Path, r.Tree, r.Var, r.Var)
+	}
 	return fmt.Sprintf("%s names %s, which lies in the protected tree %s: the jail never shows it (fix: put the file outside %s, e.g. in /usr/local/share/ca-certificates or a directory of your own, and point %s there, or unset %s)",
 		r.Var, r.Path, r.Tree, r.Tree, r.Var, r.Var)
 }
@@ -105,8 +113,18 @@ func Readable(name, p string, v View) (*File, error) {
 	if t := v.Protected(real); t != "" {
 		return nil, &Refusal{Var: name, Path: p + " (" + real + ")", Tree: t}
 	}
-	if _, err := os.Stat(real); err != nil {
+	st, err := os.Stat(real)
+	if err != nil {
 		return nil, fmt.Errorf("%s names %s: %w (fix: point %s at a readable file, or unset it)", name, p, err, name)
+	}
+	if st.IsDir() && (!v.Visible(p) || !v.Visible(real)) {
+		// A directory bound read-only shows all of it: the trees the
+		// jail hides in it too.
+		for _, d := range []string{p, real} {
+			if t := v.Holds(d); t != "" {
+				return nil, &Refusal{Var: name, Path: p, Tree: t, Holds: true}
+			}
+		}
 	}
 	switch {
 	case !v.Visible(p):

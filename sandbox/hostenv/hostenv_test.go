@@ -26,6 +26,13 @@ func (v view) Protected(p string) string {
 	return ""
 }
 
+func (v view) Holds(dir string) string {
+	if v.protected == dir || strings.HasPrefix(v.protected, dir+"/") {
+		return v.protected
+	}
+	return ""
+}
+
 func TestCA(t *testing.T) {
 	d := t.TempDir()
 	home := filepath.Join(d, "home")
@@ -66,6 +73,16 @@ func TestCA(t *testing.T) {
 		var r *Refusal
 		if !errors.As(err, &r) || !strings.Contains(err.Error(), "GIT_SSL_CAINFO") || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "fix:") {
 			t.Errorf("GIT_SSL_CAINFO=%s: %v, want a refusal naming both, with a fix", p, err)
+		}
+	}
+	// A hidden directory that holds a protected tree (the home itself, as
+	// named or through a link) is refused too: its bind would show it.
+	os.Symlink(home, shown+"/homelink")
+	for _, p := range []string{home, shown + "/homelink"} {
+		_, _, err := CA([]string{"SSL_CERT_DIR=" + p}, v)
+		var r *Refusal
+		if !errors.As(err, &r) || !r.Holds || !strings.Contains(err.Error(), "SSL_CERT_DIR") || !strings.Contains(err.Error(), home+"/.ssh") || !strings.Contains(err.Error(), "fix:") {
+			t.Errorf("SSL_CERT_DIR=%s: %v, want a refusal naming the variable and the tree it holds, with a fix", p, err)
 		}
 	}
 }

@@ -241,12 +241,20 @@ func isIPLiteral(s string) bool {
 	return err == nil
 }
 
-// ValidName reports whether s is a syntactically valid host name.
+// ValidName reports whether s is a syntactically valid host name. A name
+// whose last label is a number is none: inet_aton, the WHATWG URL parser
+// and an upstream proxy's getaddrinfo read 127.1, 2130706433 and
+// 0x7f000001 as IPv4 addresses, which Go's resolver does not, so such a
+// "name" would reach the upstream unchecked.
 func ValidName(s string) bool {
 	if len(s) > 253 {
 		return false
 	}
-	for _, label := range strings.Split(s, ".") {
+	labels := strings.Split(s, ".")
+	if EndsInNumber(labels[len(labels)-1]) {
+		return false
+	}
+	for _, label := range labels {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return false
 		}
@@ -254,6 +262,28 @@ func ValidName(s string) bool {
 			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// EndsInNumber reports whether label, a host's last, is a number to the
+// WHATWG URL parser: decimal digits, or 0x and hexadecimal digits.
+func EndsInNumber(label string) bool {
+	l := strings.ToLower(label)
+	digits := "0123456789"
+	if strings.HasPrefix(l, "0x") {
+		l, digits = l[2:], "0123456789abcdef"
+		if l == "" {
+			return true
+		}
+	}
+	if l == "" {
+		return false
+	}
+	for _, c := range l {
+		if !strings.ContainsRune(digits, c) {
+			return false
 		}
 	}
 	return true
@@ -273,7 +303,8 @@ func parseAllowIP(s string) (netip.Prefix, error) {
 			return netip.Prefix{}, fmt.Errorf("allow_ip: %q has host bits set; did you mean %s?", s, m)
 		}
 		pfx = UnmapPrefix(pfx)
-		if pfx.Overlaps(loopback4) || pfx.Overlaps(loopback6) {
+		// A connect to 0.0.0.0 or :: reaches the host itself: as loopback.
+		if pfx.Overlaps(loopback4) || pfx.Overlaps(loopback6) || pfx.Contains(unspecified4) || pfx.Contains(unspecified6) {
 			return netip.Prefix{}, loopbackAllowIP(s)
 		}
 		return pfx, nil
@@ -286,7 +317,7 @@ func parseAllowIP(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("allow_ip: %q: zones are not allowed", s)
 	}
 	a = a.Unmap()
-	if a.IsLoopback() {
+	if a.IsLoopback() || a.IsUnspecified() {
 		return netip.Prefix{}, loopbackAllowIP(s)
 	}
 	return netip.PrefixFrom(a, a.BitLen()), nil
@@ -295,13 +326,17 @@ func parseAllowIP(s string) (netip.Prefix, error) {
 var (
 	loopback4 = netip.MustParsePrefix("127.0.0.0/8")
 	loopback6 = netip.MustParsePrefix("::1/128")
+	// unspecified4 and unspecified6 are 0.0.0.0 and ::, which Linux
+	// connects to the host's own loopback.
+	unspecified4 = netip.IPv4Unspecified()
+	unspecified6 = netip.IPv6Unspecified()
 )
 
 // loopbackAllowIP is the refusal of an allow_ip entry in the loopback
 // range: the proxy's loopback is the host's, and the jail's is its own;
 // host_ports opens one host loopback port at a time.
 func loopbackAllowIP(s string) error {
-	return fmt.Errorf("allow_ip: %q is a loopback address: the jail's 127.0.0.1 is its own, not the host's; to reach a service on the host's loopback, list its port in host_ports (host_ports = [4000]) and use http://127.0.0.1:PORT in the jail", s)
+	return fmt.Errorf("allow_ip: %q is or holds a loopback address (0.0.0.0 and :: connect to loopback too): the jail's 127.0.0.1 is its own, not the host's; to reach a service on the host's loopback, list its port in host_ports (host_ports = [4000]) and use http://127.0.0.1:PORT in the jail", s)
 }
 
 // UnmapPrefix turns ::ffff:10.0.0.0/104 into 10.0.0.0/8, so that the hole

@@ -117,6 +117,10 @@ func TestParsePolicyErrors(t *testing.T) {
 		{map[string]any{"egress_allow": []any{"a.*.example"}}, "claude", `only as a leading "*."`},
 		{map[string]any{"egress_allow": []any{"*.com"}}, "claude", "whole top-level domain"},
 		{map[string]any{"egress_allow": []any{"bad_name!.com"}}, "claude", "not a valid host name"},
+		// A name ending in a number is an IPv4 address to an upstream's
+		// getaddrinfo (2130706433 is 127.0.0.1).
+		{map[string]any{"egress_allow": []any{"2130706433"}}, "claude", "not a valid host name"},
+		{map[string]any{"egress_allow": []any{"a.0x7f"}}, "claude", "not a valid host name"},
 		{map[string]any{"allow_host": []any{"-x.example"}}, "claude", "allow_host:"},
 		{map[string]any{"allow_ip": []any{"10.0.0.1/8"}}, "claude", "did you mean 10.0.0.0/8"},
 		{map[string]any{"allow_ip": []any{"intranet"}}, "claude", `allow_ip: "intranet" is not an address or CIDR`},
@@ -232,7 +236,9 @@ func TestLoginEndpointsAllowed(t *testing.T) {
 // allow_ip refuses the loopback range, naming host_ports; host_ports
 // refuses the proxy endpoint's port.
 func TestLoopbackAllowIPRefused(t *testing.T) {
-	for _, s := range []string{"127.0.0.1", "127.0.0.1/32", "127.1.0.0/16", "::1", "::ffff:127.0.0.1", "0.0.0.0/0"} {
+	// 0.0.0.0 and :: connect to the host's own loopback on Linux.
+	for _, s := range []string{"127.0.0.1", "127.0.0.1/32", "127.1.0.0/16", "::1", "::ffff:127.0.0.1", "0.0.0.0/0",
+		"0.0.0.0", "::", "0.0.0.0/8", "::/96", "::ffff:0.0.0.0"} {
 		_, err := Parse(map[string]any{"allow_ip": []any{s}}, "claude", "/home/u")
 		if err == nil || !strings.Contains(err.Error(), "host_ports") {
 			t.Errorf("allow_ip %q: %v, want a refusal naming host_ports", s, err)
@@ -259,6 +265,21 @@ func TestSSHHostsParse(t *testing.T) {
 	for _, bad := range []string{"*.corp.example", "10.0.0.1", "git.corp.example:22", "ssh://github.com"} {
 		if _, err := Parse(map[string]any{"ssh_hosts": []any{bad}}, "claude", "/home/u"); err == nil || !strings.Contains(err.Error(), "ssh_hosts") {
 			t.Errorf("ssh_hosts %q: %v", bad, err)
+		}
+	}
+}
+
+// TestValidNameRefusesNumbers: a host whose last label is a number, in
+// decimal or hexadecimal, is an address in inet_aton's forms, not a name.
+func TestValidNameRefusesNumbers(t *testing.T) {
+	for _, s := range []string{"2130706433", "127.1", "0x7f.1", "0177.0.0.1", "0x7f000001", "a.b.0x", "host.123"} {
+		if ValidName(s) {
+			t.Errorf("ValidName(%q) = true", s)
+		}
+	}
+	for _, s := range []string{"api.anthropic.com", "1password.com", "x.0xfoo", "a1.b2c", "123.example"} {
+		if !ValidName(s) {
+			t.Errorf("ValidName(%q) = false", s)
 		}
 	}
 }

@@ -129,6 +129,16 @@ func redacted(s string) string {
 		u.User = nil
 		return u.String()
 	}
+	// Not parsed, or parsed with no user because the password holds a
+	// '/', '#', '?' or a bad escape: everything up to the last '@' may be
+	// the password, so none of it is shown.
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		scheme := ""
+		if j := strings.Index(s, "://"); j >= 0 && j < i {
+			scheme = s[:j+3]
+		}
+		return scheme + s[i+1:]
+	}
 	return s
 }
 
@@ -143,7 +153,7 @@ func parseProxyURL(name, raw string, env bool) (*UpstreamProxy, error) {
 	}
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("%s: %q is not a proxy URL (write http://host:port or http://user:password@host:port)", name, redacted(raw))
+		return nil, fmt.Errorf("%s: %q is not a proxy URL (write http://host:port or http://user:password@host:port, percent-encoding @ : / # ? %% and spaces in the user and the password)", name, redacted(raw))
 	}
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("%s: %q: the upstream proxy must be http:// (cco speaks HTTP CONNECT to it; %s:// is not supported)%s", name, redacted(raw), u.Scheme, envFix(name, env))
