@@ -127,10 +127,11 @@ const gitExcludesRel = ".config/cco/git-excludes"
 // ~/.config/git/ignore), then one anchored pattern for each name the jail
 // shows in a repository of the workspace that the session did not write
 // (a read-only stand-in, a scratch directory), relative to the top of the
-// repository that holds it. The repository's own files (.gitignore,
-// .git/info/exclude) are never changed for it. "" when there is nothing to
-// exclude.
-func gitExcludes(home string, shown []shownName) string {
+// repository that holds it, or of the workspace ws where none does (a git
+// init there in the session then excludes them too). The repository's own
+// files (.gitignore, .git/info/exclude) are never changed for it. "" when
+// there is nothing to exclude.
+func gitExcludes(home, ws string, shown []shownName) string {
 	var b strings.Builder
 	if own := userExcludes(home); own != "" {
 		b.WriteString(own)
@@ -141,6 +142,9 @@ func gitExcludes(home string, shown []shownName) string {
 	var pats []string
 	for _, n := range shown {
 		top := repoTop(filepath.Dir(n.path))
+		if top == "" {
+			top = ws
+		}
 		if top == "" {
 			continue
 		}

@@ -155,10 +155,20 @@ func (pl *planner) hostEnv(l *Launch, env []string, opts agent.Options, args []s
 	for _, kv := range p.ArgsEnv(args, opts) {
 		env = setEnv(env, kv)
 	}
-	for _, kv := range gitIdentityEnv(p, pl.home, pl.ws) {
-		env = setEnv(env, kv)
-	}
 	return env, set, nil
+}
+
+// gitEnv sets in the jail's environment the git settings an agent whose
+// shell drops git's config files needs (gitIdentityEnv). It runs once the
+// plan is sealed, which makes the jail's excludes file.
+func (pl *planner) gitEnv(p *agent.Profile) {
+	excludes := filepath.Join(pl.home, gitExcludesRel)
+	if !slices.ContainsFunc(pl.s.HomeReadOnly, func(b Bind) bool { return b.Dst == excludes && b.isData() }) {
+		excludes = ""
+	}
+	for _, kv := range gitIdentityEnv(p, pl.home, pl.ws, excludes) {
+		pl.s.Env = setEnv(pl.s.Env, kv)
+	}
 }
 
 // adcFile makes the application default credentials file host readable in
@@ -207,8 +217,9 @@ func setEnv(env []string, kv string) []string {
 // identity is one of those entries, so that a commit has an author. Those
 // entries win over a repository's own config, so the workspace's own
 // user.name and user.email, where its .git/config sets them, are the ones
-// given.
-func gitIdentityEnv(p *agent.Profile, home, ws string) []string {
+// given. The jail's excludes file (excludes, "" for none) is one of them
+// too, so that git there lists none of cco's stand-ins either.
+func gitIdentityEnv(p *agent.Profile, home, ws, excludes string) []string {
 	if !p.ShellDropsGitConfig {
 		return nil
 	}
@@ -230,6 +241,9 @@ func gitIdentityEnv(p *agent.Profile, home, ws string) []string {
 	}
 	if email != "" {
 		keys, vals = append(keys, "user.email"), append(vals, email)
+	}
+	if excludes != "" {
+		keys, vals = append(keys, "core.excludesFile"), append(vals, excludes)
 	}
 	if len(keys) == 0 {
 		return nil

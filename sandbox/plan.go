@@ -436,6 +436,7 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		s.Command = append([]string{SystemRoot + HelperPath, "exec", "--"}, cmd...)
 	}
 	pl.seal()
+	pl.gitEnv(p)
 	return s, pr, nil
 }
 

@@ -671,18 +671,22 @@ func (pl *planner) excludes() {
 	}
 	var shown []shownName
 	if pl.ws != "" {
+		// Another live session's placeholders are host files to this
+		// launch, bound read-only like the repository's own: they are
+		// that session's, and no more the repository's than this one's.
+		others := livePlaceholders(pl.home)
 		for _, b := range pl.s.ReadOnly {
-			if b.isData() && paths.Within(b.Dst, pl.ws) {
+			if paths.Within(b.Dst, pl.ws) && (b.isData() || others[b.Dst]) {
 				shown = append(shown, shownName{path: b.Dst})
 			}
 		}
 		for _, m := range pl.s.Masks {
-			if m.Kind == MaskTmpfs && paths.Within(m.Path, pl.ws) && slices.ContainsFunc(pl.pr.Placeholders, func(ph Placeholder) bool { return ph.Path == m.Path }) {
+			if m.Kind == MaskTmpfs && paths.Within(m.Path, pl.ws) && (others[m.Path] || slices.ContainsFunc(pl.pr.Placeholders, func(ph Placeholder) bool { return ph.Path == m.Path })) {
 				shown = append(shown, shownName{path: m.Path, dir: true})
 			}
 		}
 	}
-	data := gitExcludes(pl.home, shown)
+	data := gitExcludes(pl.home, pl.ws, shown)
 	if data == "" {
 		return
 	}

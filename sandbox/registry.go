@@ -275,6 +275,21 @@ func listed(home, path string, dev, ino uint64) bool {
 	return false
 }
 
+// livePlaceholders are the paths of the placeholders the other live
+// sessions of home made. The caller holds LockRegistry.
+func livePlaceholders(home string) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range records(home) {
+		if r.rec.PID == os.Getpid() || !live(r.rec) {
+			continue
+		}
+		for _, ph := range r.rec.Placeholders {
+			out[ph.Path] = true
+		}
+	}
+	return out
+}
+
 // adoptStale takes the placeholders of dead launches in home into the
 // caller's keeping (removing the dead records and their runtime dirs).
 func adoptStale(home string) []placeholder {
