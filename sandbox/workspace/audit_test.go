@@ -186,3 +186,36 @@ func TestHooksPathBounded(t *testing.T) {
 		t.Errorf("%d hook lines and %q, want %d and a count of 8 more:\n%s", hooks, more, maxRepoWarnings, strings.Join(got, "\n"))
 	}
 }
+
+// TestBareRepoAudit: a directory the session makes into a git directory
+// of its own (HEAD, objects, refs: git's discovery takes it for one, as it
+// does a bare repository) has its config and hooks reported as a .git's
+// are, at the workspace's top and below; a directory that lacks one of the
+// three is not a repository, and a HEAD alone is not reported.
+func TestBareRepoAudit(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	ws := base + "/ws"
+	testenv.Mkdirs(t, ws+"/src", ws+"/half/objects", ws+"/top")
+	testenv.WriteFile(t, ws+"/half/HEAD", "ref: refs/heads/main\n")
+	testenv.WriteFile(t, ws+"/half/config", "[core]\n\tfsmonitor = /evil/half\n")
+	before := snapshotRepos(FindRepos(ws))
+
+	for _, d := range []string{ws + "/src", ws + "/top/a/b"} {
+		testenv.Mkdirs(t, d+"/objects", d+"/refs/heads")
+		testenv.WriteFile(t, d+"/HEAD", "ref: refs/heads/main\n")
+		testenv.WriteFile(t, d+"/config", "[core]\n\tworktree = ..\n\tfsmonitor = touch /tmp/owned\n")
+		testenv.WriteFile(t, d+"/hooks/post-checkout", "#!/bin/sh\n")
+	}
+	got := strings.Join(repoWarnings(before, FindRepos(ws)), "\n")
+	for _, d := range []string{ws + "/src", ws + "/top/a/b"} {
+		if !strings.Contains(got, d+"/config: ") || !strings.Contains(got, `core.fsmonitor="touch /tmp/owned"`) {
+			t.Errorf("no warning for the config of %s:\n%s", d, got)
+		}
+		if !strings.Contains(got, d+"/hooks/post-checkout") {
+			t.Errorf("no warning for the hook of %s:\n%s", d, got)
+		}
+	}
+	if strings.Contains(got, "/half/") {
+		t.Errorf("a directory with no refs is no repository, yet:\n%s", got)
+	}
+}

@@ -40,7 +40,9 @@ var repoWalkSkip = map[string]bool{
 }
 
 // FindRepos lists the git repositories at or below the workspace ws: the
-// .git entries (directories, files or links) that a breadth-first walk of
+// .git entries (directories, files or links), and the directories git
+// takes for git directories of their own (HEAD, objects, refs), that a
+// breadth-first walk of
 // at most RepoWalkDepth levels and RepoWalkDirs directories meets, never
 // entering .git or the trees of repoWalkSkip, nor following a link; plus
 // what git itself lists in each git directory found, wherever it lies in
@@ -78,11 +80,23 @@ func Find(ws string) (repos, agentDirs []string) {
 			// costs less than listing it.
 			f.listed++
 			f.add(filepath.Join(d.dir, ".git"), unknownType)
+			if bareGitDirAt(d.dir) {
+				f.add(d.dir, fs.ModeDir)
+			}
 			continue
 		}
 		ents, whole := f.listSome(d.dir, RepoWalkEntries)
 		if !whole {
 			f.add(filepath.Join(d.dir, ".git"), unknownType)
+		}
+		if bareGitDir(ents) {
+			// git takes a directory with HEAD, objects and refs for a git
+			// directory of its own (safe.bareRepository defaults to all):
+			// its config and hooks run for a git command in it or below.
+			f.add(d.dir, fs.ModeDir)
+			if d.depth > 0 {
+				continue
+			}
 		}
 		held := false
 		for _, e := range ents {
@@ -100,6 +114,38 @@ func Find(ws string) (repos, agentDirs []string) {
 		}
 	}
 	return f.out, agentDirs
+}
+
+// bareGitDir reports whether a directory's entries make it a git
+// directory to git's discovery: a HEAD file (or link), and objects and
+// refs directories.
+func bareGitDir(ents []dirent) bool {
+	var head, objects, refs bool
+	for _, e := range ents {
+		switch e.name {
+		case "HEAD":
+			head = e.typ == 0 || e.typ == fs.ModeSymlink
+		case "objects":
+			objects = e.typ == fs.ModeDir
+		case "refs":
+			refs = e.typ == fs.ModeDir
+		}
+	}
+	return head && objects && refs
+}
+
+// bareGitDirAt is bareGitDir for a directory not listed: one lstat for
+// HEAD where there is none, three where there is.
+func bareGitDirAt(dir string) bool {
+	var ents []dirent
+	for _, n := range []string{"HEAD", "objects", "refs"} {
+		fi, err := os.Lstat(filepath.Join(dir, n))
+		if err != nil {
+			return false
+		}
+		ents = append(ents, dirent{n, fi.Mode().Type()})
+	}
+	return bareGitDir(ents)
 }
 
 // unknownType asks add to lstat the entry: no type bit combination a

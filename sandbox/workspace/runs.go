@@ -269,6 +269,25 @@ func preCommit(b []byte) []string {
 	return out
 }
 
+// lefthook: a lefthook config's commands and scripts, and the remote
+// configs it fetches and runs.
+func lefthook(b []byte) []string {
+	var out []string
+	for _, l := range lines(b) {
+		t := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "-"))
+		for _, k := range []string{"run:", "script:", "runner:", "git_url:", "extends:"} {
+			if strings.HasPrefix(t, k) {
+				out = append(out, t)
+				break
+			}
+		}
+		if len(out) == maxRunLines {
+			break
+		}
+	}
+	return out
+}
+
 // yamlTopKeys: the top-level keys of a YAML file that are named, with
 // their value (the first line of it).
 func yamlTopKeys(keys ...string) func([]byte) []string {
@@ -392,7 +411,11 @@ func vscodeTasks(b []byte) []string {
 	var out []string
 	for _, t := range doc.Tasks {
 		if t.RunOptions.RunOn == "folderOpen" {
-			out = append(out, fmt.Sprintf("task %q (runOn folderOpen) runs %s %s", t.Label, show(t.Command), show(t.Args)))
+			line := fmt.Sprintf("task %q (runOn folderOpen) runs %s", t.Label, show(t.Command))
+			if t.Args != nil {
+				line += " " + show(t.Args)
+			}
+			out = append(out, line)
 		}
 	}
 	return out

@@ -45,7 +45,7 @@ type hostFile struct {
 	runs func(b []byte) []string
 }
 
-var hostFiles = []hostFile{
+var hostFiles = append([]hostFile{
 	{name: ".envrc", tool: "direnv", when: "runs it in your shell when you enter the directory", runs: shellLines("#")},
 	{name: ".envrc.", prefix: true, tool: "direnv", when: "runs it in your shell when an .envrc sources it", runs: shellLines("#")},
 	{name: ".env", tool: "direnv, mise and dotenv loaders", when: "put it in the environment of what they run", runs: envRuns},
@@ -74,6 +74,24 @@ var hostFiles = []hostFile{
 	{name: ".vscode/tasks.json", tool: "VS Code", when: "runs these when the folder opens", runs: vscodeTasks},
 	{name: ".vscode/settings.json", tool: "VS Code and its extensions", when: "run the programs these name when the folder opens", runs: vscodeSettings},
 	{name: ".vscode/launch.json", tool: "VS Code", when: "runs these when you start debugging", runs: vscodeLaunch},
+	{name: "lefthook.yml", tool: "lefthook", when: "runs these at git's hooks", runs: lefthook},
+	{name: "lefthook.yaml", tool: "lefthook", when: "runs these at git's hooks", runs: lefthook},
+	{name: ".lefthook.yml", tool: "lefthook", when: "runs these at git's hooks", runs: lefthook},
+	{name: ".lefthook.yaml", tool: "lefthook", when: "runs these at git's hooks", runs: lefthook},
+	{name: "lefthook-local.yml", tool: "lefthook", when: "runs these at git's hooks", runs: lefthook},
+	{name: ".lefthook-local.yml", tool: "lefthook", when: "runs these at git's hooks", runs: lefthook},
+}, huskyHooks()...)
+
+// huskyHooks are the project's husky hook scripts: husky 9 sets git's
+// core.hooksPath to .husky/_ (read-only in the jail, as every hooksPath
+// is), whose scripts run .husky/<hook>, which is not.
+func huskyHooks() []hostFile {
+	var out []hostFile
+	for _, h := range []string{"pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-merge-commit",
+		"pre-rebase", "post-checkout", "post-merge", "post-rewrite", "pre-push"} {
+		out = append(out, hostFile{name: ".husky/" + h, tool: "husky (core.hooksPath .husky/_)", when: "runs it at git's " + h + " hook", runs: shellLines("#")})
+	}
+	return out
 }
 
 // hostFileFirst are the first path elements of hostFiles' names, for the

@@ -37,6 +37,9 @@ var runningFiles = []plantCase{
 	{".tool-versions", "nodejs 20.1.0\nrust path:/tmp/tc\n", []string{"rust path:/tmp/tc"}},
 	{".pre-commit-config.yaml", "repos:\n- repo: local\n  hooks:\n  - id: x\n    entry: touch /tmp/x\n", []string{"pre-commit", "entry: touch /tmp/x"}},
 	{".Rprofile", "system('touch /tmp/x')\n", []string{"R ", "system('touch /tmp/x')"}},
+	{"lefthook.yml", "pre-commit:\n  commands:\n    lint:\n      run: touch /tmp/x\n", []string{"lefthook", "run: touch /tmp/x"}},
+	{".lefthook-local.yml", "remotes:\n  - git_url: https://example.org/hooks\n", []string{"lefthook", "git_url: https://example.org/hooks"}},
+	{".husky/pre-commit", "npm test\ntouch /tmp/x\n", []string{"husky", "pre-commit hook", "touch /tmp/x"}},
 	{".irbrc", "system('touch /tmp/x')\n", []string{"irb", "system"}},
 	{".pdbrc", "import os; os.system('x')\n", []string{"pdb", "os.system"}},
 	{".vscode/tasks.json", `{"version":"2.0.0",/*c*/"tasks":[{"label":"x","command":"touch /tmp/x","runOptions":{"runOn":"folderOpen"}}]}`, []string{"VS Code", `task "x" (runOn folderOpen) runs "touch /tmp/x"`}},
@@ -103,6 +106,10 @@ func TestHostFilesReported(t *testing.T) {
 				if !strings.Contains(line, w) {
 					t.Errorf("the warning does not name %q:\n%s", w, line)
 				}
+			}
+			// What a file does not say is not printed (a task without args).
+			if strings.Contains(line, " null") {
+				t.Errorf("the warning prints a missing value as null:\n%s", line)
 			}
 		})
 	}
