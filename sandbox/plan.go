@@ -214,6 +214,10 @@ func Plan(l *Launch) (*Spec, *Prep, error) {
 		pr.Notes = append(pr.Notes, fmt.Sprintf("%s is your home or holds it, not a project: %s starts with no workspace, in an empty private directory (cd into a project to work on it)", l.Cwd, p.Name))
 	}
 
+	if note := enclosingRepoNote(ws, home, p.Name); note != "" {
+		pr.Notes = append(pr.Notes, note)
+	}
+
 	readOnly, why := readOnlyWorkspace(l, ws)
 	if readOnly {
 		// Nothing in it can change: none of the protections a writable
@@ -818,4 +822,23 @@ func nameBackFix(g, d string) string {
 		return fmt.Sprintf("(fix: git --git-dir=%s config core.worktree %s)", shellQuote(d), shellQuote(filepath.Dir(g)))
 	}
 	return "(fix: git worktree repair " + shellQuote(filepath.Dir(g)) + ", run in the main checkout)"
+}
+
+// enclosingRepoNote is the launch's line for a workspace that lies inside
+// a git repository it does not hold (started in a subdirectory): that
+// repository's .git is outside the workspace, so read-only in the jail,
+// and a commit there fails. "" otherwise, and for the home's own
+// repository (a dotfiles checkout), which no session is meant to commit to.
+func enclosingRepoNote(ws, home, name string) string {
+	if ws == "" {
+		return ""
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
+		return ""
+	}
+	top := repoTop(filepath.Dir(ws))
+	if top == "" || paths.Within(home, top) {
+		return ""
+	}
+	return fmt.Sprintf("%s lies inside the git repository %s, whose .git this jail shows read-only: git reads it there, but a commit fails (fix: start %s in %s for a session that commits)", ws, top, name, top)
 }

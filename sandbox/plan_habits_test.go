@@ -76,3 +76,36 @@ func TestPlanReadOnlyWorkspace(t *testing.T) {
 		t.Errorf("workspace-write: %v %v %v", err, s.WorkspaceReadOnly, s.Trees)
 	}
 }
+
+// TestEnclosingRepoNote: a workspace started in a subdirectory of a
+// repository gets one line naming that repository and the directory to
+// start in; one that holds its own .git, one outside any repository, and
+// one inside the home's own repository get none.
+func TestEnclosingRepoNote(t *testing.T) {
+	base := t.TempDir()
+	home := filepath.Join(base, "home")
+	repo := filepath.Join(home, "src", "mono")
+	sub := filepath.Join(repo, "services", "api")
+	own := filepath.Join(repo, "vendor", "lib")
+	plain := filepath.Join(home, "scratch")
+	for _, d := range []string{repo + "/.git", sub, own + "/.git", plain} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := enclosingRepoNote(sub, home, "claude"); !strings.Contains(n, sub) || !strings.Contains(n, "git repository "+repo) || !strings.Contains(n, "start claude in "+repo) {
+		t.Errorf("a subdirectory of %s: %q", repo, n)
+	}
+	for _, ws := range []string{repo, own, plain, ""} {
+		if n := enclosingRepoNote(ws, home, "claude"); n != "" {
+			t.Errorf("%q: %q, want no line", ws, n)
+		}
+	}
+	// The home's own repository (dotfiles) is no project's.
+	if err := os.MkdirAll(home+"/.git", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if n := enclosingRepoNote(plain, home, "claude"); n != "" {
+		t.Errorf("inside the home's repository: %q", n)
+	}
+}
